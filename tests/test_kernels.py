@@ -1,0 +1,160 @@
+"""Every kernel family against a.float() @ dequantize(packed).float(), on every mask edge.
+
+Runs in Triton's interpreter on the CPU (CI sets TRITON_INTERPRET=1) or on a CUDA GPU.
+"""
+import math
+import random
+
+import pytest
+import torch
+
+from tunesearch.variants import (FAMILIES, Variant, dequantize, matmul, quantize_pack,
+                                 reference_matmul, variant_error, variant_space)
+
+REL_TOL = 2e-3
+
+# M = 1, 7, 33 cross the BM masks; N = 520 (4160 / 8) and 200 are no multiple of the widest BN;
+# K = 256 puts the split boundary at one BK*SPLIT_K, K = 512 at two; G = 64 and 128 keep
+# k // G apart from any tile size.
+SHAPES = [(1, 520, 256, 64), (1, 200, 512, 128), (7, 520, 512, 64), (7, 200, 256, 128),
+          (33, 200, 512, 64), (33, 520, 256, 128), (16, 72, 1024, 128)]
+
+
+def sample_variants(M, N, K, G, per_family=3, seed=0):
+    """A few variants per family, always including a split and a non-split one where valid."""
+    rng = random.Random(f"{seed}-{M}-{N}-{K}-{G}")
+    chosen = []
+    space = variant_space(M, N, K, G)
+    for family in FAMILIES:
+        members = [v for v in space if v.family == family]
+        if not members:
+            continue
+        splits = [v for v in members if v.params.get("SPLIT_K", 1) > 1]
+        singles = [v for v in members if v.params.get("SPLIT_K", 1) == 1]
+        picks = [rng.choice(group) for group in (splits, singles) if group]
+        picks += rng.sample(members, min(per_family, len(members)))
+        chosen += list(dict.fromkeys(picks))[:per_family]
+    return chosen
+
+
+def make_problem(M, N, K, G, device, seed):
+    gen = torch.Generator().manual_seed(seed)
+    w = torch.randn(K, N, generator=gen)
+    packed, scales = quantize_pack(w, G)
+    a = torch.randn(M, K, generator=gen).to(torch.float16)
+    ref = a.float() @ dequantize(packed, scales, G).float()
+    return a.to(device), packed.to(device), scales.to(device), ref
+
+
+def run_checked(variant, a, packed, scales, G, ref):
+    out = torch.full(ref.shape, float("nan"), dtype=torch.float16, device=a.device)  # poison
+    result = matmul(a, packed, scales, variant, G, out=out)
+    assert result.data_ptr() == out.data_ptr()
+    out = out.float().cpu()
+    assert torch.isfinite(out).all(), f"{variant.id}: unwritten or non-finite output"
+    err = (out - ref).abs().max().item() / ref.abs().max().item()
+    assert err < REL_TOL, f"{variant.id}: relative max error {err:.3g}"
+
+
+@pytest.mark.parametrize("M,N,K,G", SHAPES)
+def test_kernels_match_dequantized_reference(M, N, K, G, kernel_device):
+    a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=M * 1000 + N + K + G)
+    variants = sample_variants(M, N, K, G)
+    assert {v.family for v in variants} == ({"gemm", "splitk", "gemv"} if M <= 16 else {"gemm", "splitk"})
+    for variant in variants:
+        run_checked(variant, a, packed, scales, G, ref)
+
+
+@pytest.mark.parametrize("variant_id", [
+    "gemv.bm1.bn64.bk256.sk1.w4.s1",   # BK > G: a scale row per k8 row
+    "gemv.bm8.bn64.bk32.sk8.w4.s1",    # K split into 8 single-block slices
+    "gemm.bm16.bn64.bk128.g1.w4.s2",   # BK > G in the tensor-core path
+    "splitk.bm16.bn32.bk32.sk8.w4.s2",
+])
+def test_block_larger_than_group_and_deep_splits(variant_id, kernel_device):
+    M, N, K, G = 5, 72, 256, 32
+    variant = Variant.from_id(variant_id)
+    assert variant_error(variant, M, N, K, G) is None
+    a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=7)
+    run_checked(variant, a, packed, scales, G, ref)
+
+
+def test_split_k_counters_rearm_between_launches(kernel_device):
+    variant = Variant.from_id("splitk.bm16.bn32.bk32.sk4.w4.s2")
+    for seed in range(3):
+        a, packed, scales, ref = make_problem(3, 40, 256, 64, kernel_device, seed)
+        run_checked(variant, a, packed, scales, 64, ref)
+
+
+@pytest.mark.parametrize("variant_id", ["gemv.bm2.bn64.bk64.sk2.w4.s1", "gemm.bm16.bn32.bk64.g1.w4.s2",
+                                        "splitk.bm16.bn32.bk32.sk2.w4.s2"])
+def test_fp16_overflow_is_reported_as_inf(variant_id, kernel_device):
+    M, N, K, G = 2, 40, 128, 64
+    gen = torch.Generator().manual_seed(3)
+    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)
+    a = torch.randn(M, K, generator=gen)
+    a[0] *= 3000.0  # row 0 overflows fp16, row 1 does not
+    a = a.half()
+    ref = a.float() @ dequantize(packed, scales, G).float()
+    assert ref[0].abs().max() > 65504 and ref[1].abs().max() < 1000
+    out = matmul(a.to(kernel_device), packed.to(kernel_device), scales.to(kernel_device),
+                 Variant.from_id(variant_id), G).float().cpu()
+    big = ref.abs() > 65600  # beyond fp16 range after rounding
+    assert big.any()
+    assert torch.isinf(out[big]).all() and (torch.sign(out[big]) == torch.sign(ref[big])).all()
+    assert torch.isfinite(out[1]).all()
+    assert not torch.isnan(out).any()
+
+
+def test_reference_matmul_is_dequantize_then_matmul():
+    a, packed, scales, ref = make_problem(3, 24, 256, 128, "cpu", seed=5)
+    out = reference_matmul(a, packed, scales, 128)
+    assert out.dtype == torch.float16
+    assert (out.float() - ref).abs().max().item() / ref.abs().max().item() < 1e-3
+
+
+def test_strided_activations_are_handled(kernel_device):
+    a, packed, scales, ref = make_problem(4, 40, 256, 64, kernel_device, seed=11)
+    wide = torch.zeros(4, 512, dtype=torch.float16, device=kernel_device)
+    wide[:, ::2] = a
+    run_checked(Variant.from_id("gemv.bm4.bn64.bk64.sk2.w4.s1"), wide[:, ::2], packed, scales, 64, ref)
+
+
+class TestMatmulRejectsBadInput:
+    G = 64
+
+    @pytest.fixture
+    def ops(self):
+        a, packed, scales, _ = make_problem(2, 40, 128, 64, "cpu", seed=1)
+        return a, packed, scales, Variant.from_id("gemm.bm16.bn32.bk64.g1.w4.s2")
+
+    def test_dtype(self, ops):
+        a, packed, scales, v = ops
+        with pytest.raises(ValueError, match="a must be float16"):
+            matmul(a.float(), packed, scales, v, self.G)
+        with pytest.raises(ValueError, match="packed must be int32"):
+            matmul(a, packed.long(), scales, v, self.G)
+
+    def test_shapes(self, ops):
+        a, packed, scales, v = ops
+        with pytest.raises(ValueError, match="K=64 but packed holds K=128"):
+            matmul(a[:, :64], packed, scales, v, self.G)
+        with pytest.raises(ValueError, match="2-D"):
+            matmul(a[0], packed, scales, v, self.G)
+        with pytest.raises(ValueError, match="multiple of group_size"):
+            matmul(a, packed, scales, v, 96)
+
+    def test_layout_and_device(self, ops, monkeypatch):
+        a, packed, scales, v = ops
+        with pytest.raises(ValueError, match="contiguous"):
+            matmul(a, packed.t().contiguous().t(), scales, v, self.G)
+        monkeypatch.setenv("TRITON_INTERPRET", "0")
+        with pytest.raises(ValueError, match="need CUDA tensors"):
+            matmul(a, packed, scales, v, self.G)
+
+    def test_variant_must_fit_the_shape(self, ops):
+        a, packed, scales, _ = ops
+        with pytest.raises(ValueError, match="cannot run"):
+            matmul(a, packed, scales, Variant.from_id("splitk.bm16.bn32.bk64.sk4.w4.s2"), self.G)
+        with pytest.raises(ValueError, match="Variant"):
+            matmul(a, packed, scales, "gemm.bm16.bn32.bk64.g1.w4.s2", self.G)

@@ -1,0 +1,72 @@
+import json
+
+import pytest
+
+from tunesearch.variants import (FAMILIES, GEMV_MAX_M, Variant, heuristic_variants, variant_error,
+                                 variant_space)
+
+
+def test_ids_and_dicts_round_trip_through_json():
+    for variant in variant_space(4, 520, 1024, 64):
+        assert Variant.from_dict(json.loads(variant.to_json())) == variant
+        assert Variant.from_id(variant.id) == variant
+        assert variant.id.startswith(variant.family + ".")
+
+
+def test_id_is_human_readable_and_stable():
+    v = Variant("gemv", dict(BM=1, BN=128, BK=256, SPLIT_K=4, num_warps=4, num_stages=2))
+    assert v.id == "gemv.bm1.bn128.bk256.sk4.w4.s2"
+    assert v.to_dict() == {"family": "gemv", "id": v.id,
+                           "params": dict(BM=1, BN=128, BK=256, SPLIT_K=4, num_warps=4, num_stages=2)}
+
+
+@pytest.mark.parametrize("bad", ["gemv.bm1", "nope.bm1.bn1.bk1.sk1.w1.s1", "gemv.bm1.bn128.bk256.sk4.w4.x2"])
+def test_unknown_ids_are_rejected(bad):
+    with pytest.raises(ValueError, match="unknown"):
+        Variant.from_id(bad)
+
+
+def test_from_dict_rejects_an_id_that_disagrees():
+    d = Variant.from_id("gemv.bm1.bn128.bk256.sk4.w4.s2").to_dict()
+    d["id"] = "gemv.bm1.bn128.bk256.sk8.w4.s2"
+    with pytest.raises(ValueError, match="does not match"):
+        Variant.from_dict(d)
+
+
+def test_variants_are_immutable_and_hashable():
+    v = Variant.from_id("gemm.bm64.bn128.bk64.g8.w4.s3")
+    with pytest.raises(AttributeError):
+        v.family = "gemv"
+    assert len({v, Variant.from_id(v.id)}) == 1
+
+
+@pytest.mark.parametrize("M", [1, 7, 16, 33, 512])
+def test_space_holds_only_valid_variants(M):
+    space = variant_space(M, 4160, 4096, 128)
+    assert space and len(set(space)) == len(space)
+    for v in space:
+        assert variant_error(v, M, 4160, 4096, 128) is None
+        p = v.params
+        assert 4096 % (p["BK"] * p.get("SPLIT_K", 1)) == 0
+    families = {v.family for v in space}
+    assert ("gemv" in families) == (M <= GEMV_MAX_M)
+    assert "gemm" in families
+
+
+def test_invalid_configs_are_rejected_with_a_reason():
+    v = Variant.from_id("splitk.bm16.bn128.bk128.sk16.w4.s3")
+    assert "multiple of BK*SPLIT_K" in variant_error(v, 1, 4096, 1024, 128)
+    v = Variant.from_id("gemm.bm16.bn128.bk64.g1.w4.s3")
+    assert "divide" in variant_error(v, 1, 4096, 4096, 96)
+    v = Variant.from_id("gemm.bm128.bn256.bk128.g1.w4.s4")
+    assert variant_error(v, 512, 4096, 4096, 128) is not None
+    v = Variant.from_id("gemv.bm1.bn128.bk64.sk1.w4.s1")
+    assert "M <=" in variant_error(v, 33, 4096, 4096, 128)
+
+
+def test_heuristics_are_valid_and_cover_families():
+    for M in (1, 8, 16, 64, 4096):
+        seeds = heuristic_variants(M, 11008, 4096)
+        assert seeds and all(variant_error(v, M, 11008, 4096) is None for v in seeds)
+        assert {v.family for v in seeds} <= set(FAMILIES)
+    assert heuristic_variants(1, 11008, 4096)[0].family == "gemv"

@@ -1,0 +1,133 @@
+"""The benchmark harness: correctness gate first, then CUDA-graph timing with L2 defeated.
+
+Timing the way decode runs: the kernel is called once per copy of its operands inside one CUDA
+graph, the copies together spanning more than 3x the L2 (so no replay is served from cache),
+and the graph is replayed many times; time per call = replay time / copies, median over
+replays, spread = (p80 - p20) / median.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from tunesearch.variants import Variant, dequantize, matmul, quantize_pack
+from tunesearch.variants.layout import check_group_size
+
+REL_TOL = 2e-3
+L2_FACTOR = 3
+
+
+@dataclass(frozen=True)
+class Timing:
+    us: float  # median per call
+    spread: float  # (p80 - p20) / median
+    copies: int
+    replays: int
+
+
+def kernel_bytes(M: int, N: int, K: int, group_size: int) -> int:
+    """Fewest bytes one W4A16 call must move: packed weights, scales, A once, C once."""
+    return K * N // 2 + (K // group_size) * N * 2 + M * K * 2 + M * N * 2
+
+
+def fp16_bytes(M: int, N: int, K: int) -> int:
+    return K * N * 2 + M * K * 2 + M * N * 2
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |out - ref| / max |ref|; inf when out has a non-finite value."""
+    if not torch.isfinite(out).all():
+        return math.inf
+    denom = ref.abs().max().item() or 1.0
+    return (out.float() - ref).abs().max().item() / denom
+
+
+def check_variant(variant: Variant, M: int, N: int, K: int, group_size: int = 128,
+                  device="cuda", seed: int | None = None) -> float:
+    """Run ``variant`` on fresh random inputs against dequantize-then-matmul in fp32.
+
+    The output is poisoned with NaN first, so an unwritten element fails the check.
+    Returns the relative max error; raises AssertionError when it is >= REL_TOL.
+    """
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    w = torch.randn(K, N, generator=gen).to(device)
+    packed, scales = quantize_pack(w, group_size)
+    a = torch.randn(M, K, generator=gen).to(device, torch.float16)
+    ref = a.float() @ dequantize(packed, scales, group_size).float()
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device=device)
+    matmul(a, packed, scales, variant, group_size, out=out)
+    err = relative_error(out, ref)
+    if not err < REL_TOL:
+        raise AssertionError(f"{variant.id} wrong at M={M} N={N} K={K} G={group_size}: "
+                             f"relative max error {err:.3g} (limit {REL_TOL})")
+    return err
+
+
+def copies_to_defeat_l2(bytes_per_copy: int, l2_bytes: int, limit: int = 64) -> int:
+    return max(2, min(limit, math.ceil(L2_FACTOR * l2_bytes / max(1, bytes_per_copy))))
+
+
+def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup: int = 3) -> Timing:
+    """Median time of one call, every call in ``calls`` captured once into one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            for call in calls:
+                call()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for call in calls:
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(replays)]
+    for start, end in events:
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    per_call = sorted(s.elapsed_time(e) * 1e3 / len(calls) for s, e in events)
+    median = statistics.median(per_call)
+    q = statistics.quantiles(per_call, n=5) if len(per_call) >= 5 else [median] * 4
+    del graph
+    return Timing(us=median, spread=(q[3] - q[0]) / median, copies=len(calls), replays=replays)
+
+
+class Operands:
+    """Rotated copies of random W4A16 operands for one (M, N, K, G), spanning > 3x L2."""
+
+    def __init__(self, M: int, N: int, K: int, group_size: int, l2_bytes: int, device="cuda"):
+        check_group_size(K, group_size)
+        self.shape = (M, N, K, group_size)
+        n = copies_to_defeat_l2(kernel_bytes(M, N, K, group_size), l2_bytes)
+        self.copies = []
+        for _ in range(n):
+            packed = torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device=device)
+            scales = (torch.rand(K // group_size, N, device=device) * 0.01 + 0.001).half()
+            a = torch.randn(M, K, device=device, dtype=torch.float16)
+            out = torch.empty(M, N, device=device, dtype=torch.float16)
+            self.copies.append((a, packed, scales, out))
+
+
+def time_variant(variant: Variant, ops: Operands, replays: int = 30) -> Timing:
+    M, N, K, G = ops.shape
+    return graph_time([lambda c=c: matmul(c[0], c[1], c[2], variant, G, out=c[3])
+                       for c in ops.copies], replays)
+
+
+def time_fp16(M: int, N: int, K: int, l2_bytes: int, replays: int = 30, device="cuda") -> Timing:
+    """cuBLAS fp16 ``a @ w16`` with the same rotation."""
+    n = copies_to_defeat_l2(fp16_bytes(M, N, K), l2_bytes)
+    copies = [(torch.randn(M, K, device=device, dtype=torch.float16),
+               torch.randn(K, N, device=device, dtype=torch.float16) * 0.02,
+               torch.empty(M, N, device=device, dtype=torch.float16)) for _ in range(n)]
+    return graph_time([lambda c=c: torch.matmul(c[0], c[1], out=c[2]) for c in copies], replays)

@@ -1,0 +1,118 @@
+"""The entry points: ``matmul`` (check, allocate, launch) and ``reference_matmul``."""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+from .gemm import gemm_kernel
+from .gemv import gemv_kernel
+from .layout import check_packed, dequantize
+from .space import Variant, cdiv, variant_error
+
+# Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
+# its tile's counter), so one zeroed buffer serves every launch; it only grows.
+_split_k_locks: dict[torch.device, torch.Tensor] = {}
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _locks(device: torch.device, count: int) -> torch.Tensor:
+    locks = _split_k_locks.get(device)
+    if locks is None or locks.numel() < count:
+        locks = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
+        _split_k_locks[device] = locks
+    return locks
+
+
+def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int):
+    """Validate a matmul's operands; returns (M, N, K). Raises ValueError naming the problem."""
+    if not isinstance(a, torch.Tensor):
+        raise ValueError(f"a must be a torch.Tensor, got {type(a).__name__}")
+    if a.dim() != 2:
+        raise ValueError(f"a must be 2-D [M, K], got shape {tuple(a.shape)}")
+    if a.dtype != torch.float16:
+        raise ValueError(f"a must be float16, got {a.dtype}")
+    K, N = check_packed(packed, scales, group_size)
+    if a.shape[1] != K:
+        raise ValueError(f"a has K={a.shape[1]} but packed holds K={K} (packed is [K/8, N])")
+    if a.device != packed.device:
+        raise ValueError(f"a is on {a.device} but packed on {packed.device}")
+    if a.shape[0] == 0:
+        raise ValueError("a has M=0 rows")
+    for name, t in (("packed", packed), ("scales", scales)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (repack once at load, not per call)")
+    return a.shape[0], N, K
+
+
+def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bool = False):
+    """Launch ``variant`` on validated operands (no checks here: the hot path)."""
+    M, K = a.shape
+    N = packed.shape[1]
+    p = variant.params
+    split_k = p.get("SPLIT_K", 1)
+    if variant.family == "gemv":
+        tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
+        grid = (tiles_n, split_k, tiles_m)
+        kernel = gemv_kernel
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k)
+    else:
+        tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
+        grid = (tiles_m * tiles_n, split_k)
+        kernel = gemm_kernel
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)
+    if split_k > 1:
+        workspace = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
+        locks = _locks(a.device, tiles_m * tiles_n)
+    else:
+        workspace = locks = out  # unused by the kernel when SPLIT_K == 1
+    args = (a, packed, scales, out, workspace, locks, M, N, K,
+            a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),
+            scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
+    meta.update(GROUP=group_size, num_warps=p["num_warps"], num_stages=p["num_stages"])
+    if warmup:
+        return kernel.warmup(*args, grid=grid, **meta)
+    kernel[grid](*args, **meta)
+    return out
+
+
+def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant: Variant,
+           group_size: int = 128, out: torch.Tensor | None = None) -> torch.Tensor:
+    """C [M, N] fp16 = a [M, K] fp16 @ W, W the int4 weights in ``packed``/``scales``.
+
+    Accumulates in fp32 and rounds once to fp16: results beyond the fp16 range come out as
+    +-inf (as with ``torch.matmul`` in fp16), never clamped or hidden; check ``isfinite`` if the
+    activations may be that large.
+    """
+    if not isinstance(variant, Variant):
+        raise ValueError(f"variant must be a Variant, got {type(variant).__name__}")
+    M, N, K = check_inputs(a, packed, scales, group_size)
+    if a.device.type != "cuda" and not interpreting():
+        raise ValueError(f"the Triton kernels need CUDA tensors, got {a.device} "
+                         "(use reference_matmul, or set TRITON_INTERPRET=1 for the interpreter)")
+    reason = variant_error(variant, M, N, K, group_size)
+    if reason:
+        raise ValueError(f"variant {variant.id} cannot run M={M}, N={N}, K={K}, G={group_size}: {reason}")
+    if out is None:
+        out = torch.empty((M, N), dtype=torch.float16, device=a.device)
+    elif out.shape != (M, N) or out.dtype != torch.float16 or out.device != a.device:
+        raise ValueError(f"out must be float16 [{M}, {N}] on {a.device}, got {out.dtype} {tuple(out.shape)}")
+    return launch(variant, a, packed, scales, out, group_size)
+
+
+def reference_matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
+                     group_size: int = 128) -> torch.Tensor:
+    """Dequantize, then matmul: the specification's answer, and the runtime's last fallback.
+
+    On CUDA it is an fp16 matmul (fp32 accumulation in cuBLAS); on the CPU it computes in fp32
+    and rounds to fp16 once.
+    """
+    check_inputs(a, packed, scales, group_size)
+    w = dequantize(packed, scales, group_size)
+    if a.device.type == "cuda":
+        return a @ w
+    return (a.float() @ w.float()).to(torch.float16)

@@ -1,0 +1,83 @@
+"""GEMV for the smallest M: no tensor cores, broadcast-multiply and reduce, its own split-K.
+
+At decode the layer is a memory stream and the H200 issues about as many instructions per byte
+as it can move, so the inner loop is kept to three instructions per weight:
+
+* nibble j of a packed int32 is isolated *in place* (``p & (0xF << 4j)``; nibbles 4..7 come
+  from ``p >> 16``, one shift per int32) and OR-ed into the mantissa of 2**23, which bitcasts to
+  the float ``2**23 + q * 16**j`` without an int-to-float conversion (a slow instruction);
+* one FADD removes ``2**23 + 8 * 16**j``, leaving ``(q - 8) * 16**j`` exactly;
+* one FFMA accumulates it against the activation pre-multiplied by ``16**-j`` (exact: a power
+  of two), so the ``16**j`` cancels.
+
+The accumulator keeps the [BM, BK/8, BN] shape of the loaded block and is reduced over K once,
+after the loop; the per-group scale is applied per block, after the eight nibbles are summed.
+"""
+import triton
+import triton.language as tl
+
+from ._common import store_or_reduce_splitk
+
+
+@triton.jit
+def gemv_kernel(
+    # pointers
+    a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr,
+    # dimensions
+    M, N, K,
+    # strides
+    stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
+    # meta-parameters
+    GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    BK8: tl.constexpr = BK // 8
+    # 1. program id -> (pid_n, pid_k, pid_m)
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_m = tl.program_id(2)
+
+    # 2. pointers (K % (BK * SPLIT_K) == 0 is guaranteed by the variant space)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k8 = tl.arange(0, BK8)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    k_per_split = K // SPLIT_K
+    k_begin = pid_k * k_per_split
+    b_ptrs = b_ptr + (k_begin // 8 + offs_k8)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_begin + offs_k8 * 8)[None, :] * stride_ak
+
+    # 3. the K loop
+    acc = tl.zeros([BM, BK8, BN], dtype=tl.float32)
+    for k in range(k_begin, k_begin + k_per_split, BK):
+        packed = tl.load(b_ptrs, mask=mask_n[None, :], other=0)
+        packed_hi = packed >> 16  # nibbles 4..7 moved to bits 0..15 (upper bits masked below)
+        block = tl.zeros([BM, BK8, BN], dtype=tl.float32)
+        for j in tl.static_range(8):
+            if j < 4:
+                src = packed
+            else:
+                src = packed_hi
+            shift: tl.constexpr = 4 * (j % 4)
+            field = (src & (0xF << shift)) | 0x4B000000  # 2**23 + q * 16**(j%4) as float bits
+            w = field.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (1 << shift))
+            a_j = tl.load(a_ptrs + j * stride_ak, mask=mask_m[:, None], other=0.0)
+            a_j = a_j.to(tl.float32) * (1.0 / (1 << shift))
+            block += a_j[:, :, None] * w[None, :, :]
+        if BK <= GROUP:  # one scale row for the whole block
+            s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+            acc += block * s.to(tl.float32)[None, None, :]
+        else:
+            g = (k + offs_k8 * 8) // GROUP
+            s = tl.load(s_ptr + g[:, None] * stride_sg + offs_n[None, :] * stride_sn,
+                        mask=mask_n[None, :], other=0.0)
+            acc += block * s.to(tl.float32)[None, :, :]
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK8 * stride_bk
+
+    # 4. reduce over K, then store (or reduce the split-K partials in fp32, then store)
+    out = tl.sum(acc, axis=1)
+    tile_id = pid_m * tl.num_programs(0) + pid_n
+    store_or_reduce_splitk(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M, N,
+                           stride_cm, stride_cn, SPLIT_K)

@@ -1,0 +1,246 @@
+"""Kernel variants: their ids, their validity rules and the space of every valid one.
+
+A variant is a family plus its integer parameters. ``variant_error`` is the single place that
+decides whether a variant can run a shape (the space generator filters through it, ``matmul``
+refuses with its message), so the search never proposes a config it would have to learn by
+failing.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
+
+# Parameter order (and the id's abbreviations) per family.
+FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
+    "gemm": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("GROUP_M", "g"),
+             ("num_warps", "w"), ("num_stages", "s")),
+    "splitk": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+               ("num_warps", "w"), ("num_stages", "s")),
+    "gemv": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+             ("num_warps", "w"), ("num_stages", "s")),
+}
+FAMILIES = tuple(FAMILY_PARAMS)
+
+# The grids each family's space is drawn from (before filtering by variant_error).
+FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
+    "gemm": dict(BM=(16, 32, 64, 128, 256), BN=(32, 64, 128, 256), BK=(32, 64, 128),
+                 GROUP_M=(1, 8), num_warps=(4, 8), num_stages=(2, 3, 4)),
+    "splitk": dict(BM=(16, 32, 64), BN=(32, 64, 128, 256), BK=(32, 64, 128),
+                   SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
+    "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512), BK=(32, 64, 128, 256),
+                 SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
+}
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What bounds a variant on a device. The default is a Hopper (H100/H200) part."""
+    shared_memory: int = 232448  # bytes per block, opt-in maximum
+    num_sms: int = 132
+    name: str = "generic-sm90"
+
+    @classmethod
+    def of(cls, device=None) -> "DeviceLimits":
+        if device is None or isinstance(device, DeviceLimits):
+            return device or cls()
+        import torch
+
+        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        if dev.type != "cuda":
+            return cls()
+        props = torch.cuda.get_device_properties(dev)
+        smem = getattr(props, "shared_memory_per_block_optin", cls.shared_memory)
+        return cls(shared_memory=int(smem), num_sms=int(props.multi_processor_count), name=props.name)
+
+
+class Variant:
+    """One kernel configuration: ``family`` plus integer ``params``; immutable, hashable by id."""
+
+    __slots__ = ("family", "_params", "id")
+
+    def __init__(self, family: str, params: Mapping[str, int]):
+        if family not in FAMILY_PARAMS:
+            raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
+        names = [name for name, _ in FAMILY_PARAMS[family]]
+        if set(params) != set(names):
+            raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
+        for name in names:
+            value = params[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{family} param {name} must be a positive int, got {value!r}")
+        object.__setattr__(self, "family", family)
+        object.__setattr__(self, "_params", tuple((name, int(params[name])) for name in names))
+        ident = ".".join([family] + [f"{abbr}{params[n]}" for n, abbr in FAMILY_PARAMS[family]])
+        object.__setattr__(self, "id", ident)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Variant is immutable")
+
+    @property
+    def params(self) -> dict[str, int]:
+        return dict(self._params)
+
+    def __getitem__(self, name: str) -> int:
+        return dict(self._params)[name]
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "params": self.params, "id": self.id}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Variant":
+        if not isinstance(d, Mapping) or "family" not in d or "params" not in d:
+            raise ValueError(f"a variant dict needs 'family' and 'params', got {d!r}")
+        variant = cls(d["family"], d["params"])
+        if "id" in d and d["id"] != variant.id:
+            raise ValueError(f"variant id {d['id']!r} does not match its params ({variant.id})")
+        return variant
+
+    @classmethod
+    def from_id(cls, ident: str) -> "Variant":
+        family, *fields = str(ident).split(".")
+        if family not in FAMILY_PARAMS or len(fields) != len(FAMILY_PARAMS[family]):
+            raise ValueError(f"unknown variant id {ident!r}")
+        params = {}
+        for (name, abbr), field in zip(FAMILY_PARAMS[family], fields):
+            if not field.startswith(abbr) or not field[len(abbr):].isdigit():
+                raise ValueError(f"unknown variant id {ident!r} (expected {abbr}<int> for {name})")
+            params[name] = int(field[len(abbr):])
+        return cls(family, params)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def __eq__(self, other):
+        return isinstance(other, Variant) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __repr__(self):
+        return f"Variant({self.id})"
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _group_ok(bk: int, group_size: int) -> bool:
+    return (bk <= group_size and group_size % bk == 0) or (bk > group_size and bk % group_size == 0)
+
+
+def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 128,
+                  device=None) -> str | None:
+    """Why ``variant`` cannot (or should not) run (M, N, K, G) on ``device``; None when it can."""
+    limits = DeviceLimits.of(device)
+    p = variant.params
+    bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
+    split_k = p.get("SPLIT_K", 1)
+    threads = 32 * warps
+    for name in ("BM", "BN", "BK", "num_warps"):
+        if p[name] & (p[name] - 1):
+            return f"{name}={p[name]} is not a power of two"
+    if bk % 8:
+        return f"BK={bk} is not a multiple of 8 (one int32 holds 8 rows)"
+    if not _group_ok(bk, group_size):
+        return f"BK={bk} and group size {group_size} do not divide one another"
+    if K % (bk * split_k):
+        return f"K={K} is not a multiple of BK*SPLIT_K={bk * split_k}"
+    if variant.family == "gemv":
+        if M > GEMV_MAX_M:
+            return f"gemv is for M <= {GEMV_MAX_M}, got M={M}"
+        if bm > next_pow2(M):
+            return f"BM={bm} exceeds next_pow2(M)={next_pow2(M)}"
+        if bn > max(64, next_pow2(N)):
+            return f"BN={bn} is wider than N={N} needs"
+        # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
+        regs = (2 * bm * (bk // 8) * bn + (bk // 8) * bn) // threads
+        if regs > 128:
+            return f"about {regs} registers/thread of accumulators (limit 128)"
+        return None
+    # tensor-core families
+    if min(bm, bn, bk) < 16:
+        return "tl.dot needs BM, BN, BK >= 16"
+    if bm > max(16, next_pow2(M)):
+        return f"BM={bm} exceeds max(16, next_pow2(M))={max(16, next_pow2(M))}"
+    if bn > max(32, next_pow2(N)):
+        return f"BN={bn} is wider than N={N} needs"
+    if bm * bn // threads > 128:
+        return f"{bm * bn // threads} fp32 accumulator registers/thread (limit 128)"
+    if bk * bn // threads > 128:
+        return f"{bk * bn // threads} dequantized weight values/thread (limit 128)"
+    smem = stages * (bm * bk * 2 + bk * bn // 2) + bk * bn * 2
+    if smem > limits.shared_memory:
+        return f"needs ~{smem} B of shared memory, the device has {limits.shared_memory}"
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    if variant.family == "gemm":
+        if p["GROUP_M"] > 1 and cdiv(M, bm) == 1:
+            return "GROUP_M > 1 with a single row of tiles is the same kernel as GROUP_M = 1"
+        return None
+    if split_k < 2:
+        return "splitk needs SPLIT_K >= 2"
+    if tiles >= 4 * limits.num_sms:
+        return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
+    if split_k * M * N * 4 > 256 << 20:
+        return "split-K workspace over 256 MiB"
+    return None
+
+
+def family_space(family: str, M: int, N: int, K: int, group_size: int = 128,
+                 device=None) -> Iterator[Variant]:
+    grid = FAMILY_GRID[family]
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        variant = Variant(family, dict(zip(names, values)))
+        if variant_error(variant, M, N, K, group_size, device) is None:
+            yield variant
+
+
+def variant_space(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
+    """Every valid variant of every family for (M, N, K, G) on ``device`` (None: a Hopper part)."""
+    limits = DeviceLimits.of(device)
+    return [v for family in FAMILIES for v in family_space(family, M, N, K, group_size, limits)]
+
+
+# Preferred configs, best guess first; the first valid one of each family is its heuristic seed.
+def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
+    mp = next_pow2(M)
+    if family == "gemv":
+        for bk in (128, 64, 256, 32):
+            for bn in (256, 128, 512, 64):
+                for sk in (8, 16, 4, 32, 2, 1):
+                    yield dict(BM=mp, BN=bn, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=1)
+    elif family == "splitk":
+        for bm in (min(64, max(16, mp)), 16):
+            for bn in (128, 64, 256, 32):
+                for sk in (4, 8, 2, 16):
+                    for bk in (64, 128, 32):
+                        yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=3)
+    else:
+        for bm in (min(128, max(16, mp)), 64, 32, 16):
+            for bn in (128, 256, 64, 32):
+                for bk in (64, 32, 128):
+                    for warps in (8, 4):
+                        yield dict(BM=bm, BN=bn, BK=bk, GROUP_M=8 if cdiv(M, bm) > 1 else 1,
+                                   num_warps=warps, num_stages=3)
+
+
+def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
+    """One sensible valid variant per applicable family, best guess first."""
+    limits = DeviceLimits.of(device)
+    order = ("gemv", "splitk", "gemm") if M <= GEMV_MAX_M else ("gemm", "splitk", "gemv")
+    seeds = []
+    for family in order:
+        for params in _preferences(family, M, N, K, limits):
+            variant = Variant(family, params)
+            if variant_error(variant, M, N, K, group_size, limits) is None:
+                seeds.append(variant)
+                break
+    return seeds
