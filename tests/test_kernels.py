@@ -158,3 +158,13 @@ class TestMatmulRejectsBadInput:
             matmul(a, packed, scales, Variant.from_id("splitk.bm16.bn32.bk64.sk4.w4.s2"), self.G)
         with pytest.raises(ValueError, match="Variant"):
             matmul(a, packed, scales, "gemm.bm16.bn32.bk64.g1.w4.s2", self.G)
+
+
+@pytest.mark.parametrize("variant_id", ["dequant.bk64.bn64.w4", "dequant.bk128.bn128.w8"])
+def test_dequant_then_matmul_family(variant_id, kernel_device):
+    M, N, K, G = 256, 200, 256, 64
+    variant = Variant.from_id(variant_id)
+    assert variant_error(variant, M, N, K, G) is None
+    assert variant_error(variant, 16, N, K, G) is not None  # only where it can pay
+    a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=9)
+    run_checked(variant, a, packed, scales, G, ref)

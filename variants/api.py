@@ -6,6 +6,7 @@ import os
 import torch
 import triton
 
+from .dequant import dequant_kernel
 from .gemm import gemm_kernel
 from .gemv import gemv_kernel
 from .layout import check_packed, dequantize
@@ -14,6 +15,8 @@ from .space import Variant, cdiv, variant_error
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
+# fp16 weight workspace of the dequant family, per device; only grows.
+_dequant_workspace: dict[torch.device, torch.Tensor] = {}
 
 
 def interpreting() -> bool:
@@ -49,11 +52,30 @@ def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, gr
     return a.shape[0], N, K
 
 
+def _launch_dequant(p, a, packed, scales, out, group_size, warmup):
+    K, N = a.shape[1], packed.shape[1]
+    buf = _dequant_workspace.get(a.device)
+    if buf is None or buf.numel() < K * N:
+        buf = torch.empty(K * N, dtype=torch.float16, device=a.device)
+        _dequant_workspace[a.device] = buf
+    w = buf[: K * N].view(K, N)
+    grid = (K // p["BK"], cdiv(N, p["BN"]))
+    args = (packed, scales, w, N, packed.stride(0), packed.stride(1), scales.stride(0),
+            scales.stride(1), w.stride(0), w.stride(1))
+    meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
+    if warmup:
+        return dequant_kernel.warmup(*args, grid=grid, **meta)
+    dequant_kernel[grid](*args, **meta)
+    return torch.matmul(a, w, out=out)
+
+
 def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bool = False):
     """Launch ``variant`` on validated operands (no checks here: the hot path)."""
     M, K = a.shape
     N = packed.shape[1]
     p = variant.params
+    if variant.family == "dequant":
+        return _launch_dequant(p, a, packed, scales, out, group_size, warmup)
     split_k = p.get("SPLIT_K", 1)
     if variant.family == "gemv":
         tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])

@@ -59,11 +59,11 @@ def gemv_kernel(
                 src = packed
             else:
                 src = packed_hi
-            shift: tl.constexpr = 4 * (j % 4)
-            field = (src & (0xF << shift)) | 0x4B000000  # 2**23 + q * 16**(j%4) as float bits
-            w = field.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (1 << shift))
+            # (a constexpr cannot be re-bound inside static_range, so the shift is spelled out)
+            field = (src & (0xF << (4 * (j % 4)))) | 0x4B000000  # 2**23 + q * 16**(j%4) as bits
+            w = field.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (1 << (4 * (j % 4))))
             a_j = tl.load(a_ptrs + j * stride_ak, mask=mask_m[:, None], other=0.0)
-            a_j = a_j.to(tl.float32) * (1.0 / (1 << shift))
+            a_j = a_j.to(tl.float32) * (1.0 / (1 << (4 * (j % 4))))
             block += a_j[:, :, None] * w[None, :, :]
         if BK <= GROUP:  # one scale row for the whole block
             s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)

@@ -22,6 +22,7 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
                ("num_warps", "w"), ("num_stages", "s")),
     "gemv": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
              ("num_warps", "w"), ("num_stages", "s")),
+    "dequant": (("BK", "bk"), ("BN", "bn"), ("num_warps", "w")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 
@@ -33,7 +34,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512), BK=(32, 64, 128, 256),
                  SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
+    "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
+DEQUANT_MIN_M = 256  # below this the fp16 weights' extra traffic cannot pay
 
 
 @dataclass(frozen=True)
@@ -141,18 +144,25 @@ def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 12
     """Why ``variant`` cannot (or should not) run (M, N, K, G) on ``device``; None when it can."""
     limits = DeviceLimits.of(device)
     p = variant.params
-    bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
+    for name in ("BM", "BN", "BK", "num_warps"):
+        if name in p and p[name] & (p[name] - 1):
+            return f"{name}={p[name]} is not a power of two"
+    bn, bk, warps = p["BN"], p["BK"], p["num_warps"]
     split_k = p.get("SPLIT_K", 1)
     threads = 32 * warps
-    for name in ("BM", "BN", "BK", "num_warps"):
-        if p[name] & (p[name] - 1):
-            return f"{name}={p[name]} is not a power of two"
     if bk % 8:
         return f"BK={bk} is not a multiple of 8 (one int32 holds 8 rows)"
-    if not _group_ok(bk, group_size):
-        return f"BK={bk} and group size {group_size} do not divide one another"
     if K % (bk * split_k):
         return f"K={K} is not a multiple of BK*SPLIT_K={bk * split_k}"
+    if variant.family == "dequant":
+        if M < DEQUANT_MIN_M:
+            return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
+        if bn > max(64, next_pow2(N)):
+            return f"BN={bn} is wider than N={N} needs"
+        return None
+    bm, stages = p["BM"], p["num_stages"]
+    if not _group_ok(bk, group_size):
+        return f"BK={bk} and group size {group_size} do not divide one another"
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
             return f"gemv is for M <= {GEMV_MAX_M}, got M={M}"
@@ -223,6 +233,10 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
                 for sk in (4, 8, 2, 16):
                     for bk in (64, 128, 32):
                         yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=3)
+    elif family == "dequant":
+        for bk in (64, 32, 128):
+            for bn in (128, 64, 256):
+                yield dict(BK=bk, BN=bn, num_warps=4)
     else:
         for bm in (min(128, max(16, mp)), 64, 32, 16):
             for bn in (128, 256, 64, 32):
@@ -235,7 +249,7 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
 def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
     """One sensible valid variant per applicable family, best guess first."""
     limits = DeviceLimits.of(device)
-    order = ("gemv", "splitk", "gemm") if M <= GEMV_MAX_M else ("gemm", "splitk", "gemv")
+    order = ("gemv", "splitk", "gemm") if M <= GEMV_MAX_M else ("gemm", "splitk", "dequant")
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
