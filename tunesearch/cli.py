@@ -1,8 +1,196 @@
-import typer
+"""The command line: thin typer commands over the library."""
+from __future__ import annotations
 
-app = typer.Typer(help="tunesearch: W4A16 kernel autotuner")
+import logging
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(help="tunesearch: find the fastest W4A16 Triton kernel per (GPU, M, N, K).",
+                  no_args_is_help=True, add_completion=False)
+console = Console(stderr=True)
+
+DB_HELP = "SQLAlchemy URL of the store (default: $TUNESEARCH_DB or sqlite:///tunesearch.db)"
+
+
+def _fail(message: str, code: int = 2):
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _open_store(db):
+    from tunesearch.db import Store, StoreError
+
+    try:
+        return Store(db)
+    except StoreError as exc:
+        _fail(str(exc))
+
+
+def _parse_budget(text: Optional[str]) -> Optional[float]:
+    if not text:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    try:
+        return float(t[:-1]) * units[t[-1]] if t[-1] in units else float(t)
+    except (ValueError, IndexError):
+        _fail(f"bad --time-budget {text!r}: use seconds or a suffix s/m/h, e.g. 15m")
+
+
+class _Progress:
+    """A rich progress bar per shape, with an ETA, fed by the sweep."""
+
+    def __init__(self, settings):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=console)
+        self.tasks = {}
+        self.ms = settings.ms
+        self.trials = 0
+
+    def start_key(self, key):
+        shape = (key.k, key.n)
+        if shape not in self.tasks:
+            self.tasks[shape] = self.bar.add_task(f"{key.k}x{key.n}", total=len(self.ms))
+        self.bar.update(self.tasks[shape], description=f"{key.k}x{key.n} M={key.m}")
+
+    def trial(self, record):
+        self.trials += 1
+
+    def end_key(self, key):
+        self.bar.advance(self.tasks[(key.k, key.n)])
+
+    def __enter__(self):
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.bar.stop()
+
+
+@app.command()
+def sweep(
+    gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
+    shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b) or KxN,KxN"),
+    m: Optional[str] = typer.Option(None, "--m", help="M buckets, e.g. 1,4,16 (default: 1..4096, 19 buckets)"),
+    group_size: int = typer.Option(128, help="quantization group size along K"),
+    trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
+    time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    fresh: bool = typer.Option(False, help="forget stored trials of these keys and measure again"),
+    workers: Optional[int] = typer.Option(None, help="parallel compile workers (default: CPU cores - 1)"),
+    seed: int = typer.Option(0, help="sampler seed"),
+    interpret_test: bool = typer.Option(False, hidden=True, help="TEST ONLY: interpreter, fake timings"),
+):
+    """Search every kernel variant family per (shape, M) with Optuna; every trial is stored."""
+    from tunesearch.report import print_best
+    from tunesearch.shapes import parse_ms, parse_shapes
+    from tunesearch.sweep import SweepSettings, run_sweep, run_sweep_all
+
+    try:
+        settings = SweepSettings(shapes=parse_shapes(shapes), ms=parse_ms(m), group_size=group_size,
+                                 trials=trials, time_budget=_parse_budget(time_budget), fresh=fresh,
+                                 workers=workers, seed=seed, interpret_test=interpret_test)
+        for k, _ in settings.shapes:
+            if k % group_size:
+                raise ValueError(f"K={k} is not a multiple of --group-size {group_size}")
+    except ValueError as exc:
+        _fail(str(exc))
+    store = _open_store(db)
+    device = None
+    if not interpret_test:
+        from tunesearch.gpu import NoGPUError, resolve_devices
+
+        try:
+            devices = resolve_devices(gpu)
+        except NoGPUError as exc:
+            _fail(str(exc), 1)
+        except ValueError as exc:
+            _fail(str(exc))
+        if len(devices) > 1:
+            results = run_sweep_all(store.url, settings, devices)
+            for dev, n, status, err in results:
+                console.print(f"GPU {dev}: {n} trials, {status}" + (f": {err}" if err else ""))
+            best = store.best_trials()
+            print_best([t for t in best if (t.k, t.n) in settings.shapes and t.m in settings.ms],
+                       "best per key")
+            if any(status == "crashed" for _, _, status, _ in results):
+                raise typer.Exit(1)
+            return
+        device = devices[0]
+    with _Progress(settings) as progress:
+        result = run_sweep(store, settings, device, progress)
+    print_best(result.best, f"best per key on {result.gpu}")
+    console.print(f"{result.trials_run} new trials over {result.keys} keys in {result.wall_s:.0f} s "
+                  f"({result.status}); store: {store.url}")
+
+
+@app.command()
+def show(
+    gpu: Optional[str] = typer.Option(None, help="GPU name (default: every GPU in the store)"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    plot: Optional[str] = typer.Option("roofline.png", help="where to write the roofline plot ('' for none)"),
+):
+    """Print the stored best variant per key and write a roofline plot."""
+    from tunesearch.db import Baseline
+    from tunesearch.report import print_best, roofline_plot
+
+    store = _open_store(db)
+    best = store.best_trials(gpu)
+    if not best:
+        _fail(f"no successful trials in {store.url}" + (f" for {gpu!r}" if gpu else ""), 1)
+    for name in sorted({t.gpu_name for t in best}):
+        rows = [t for t in best if t.gpu_name == name]
+        print_best(rows, f"best per key on {name}")
+        g = store.find_gpu(name)
+        if plot and g is not None:
+            with store.session() as s:
+                fp16 = {(b.m, b.n, b.k): b.us for b in s.query(Baseline).filter_by(gpu_name=name)}
+            path = plot if len({t.gpu_name for t in best}) == 1 else f"{name.replace(' ', '_')}-{plot}"
+            roofline_plot(rows, g.copy_bandwidth, fp16, path, f"{name}: tuned int4 vs fp16")
+            console.print(f"plot: {path}")
+
+
+@app.command()
+def export(
+    path: str = typer.Argument("dispatch.json", help="where to write the dispatch table"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    gpu: Optional[str] = typer.Option(None, help="only this GPU (default: every GPU in the store)"),
+    merge: bool = typer.Option(False, help="merge into an existing table instead of replacing it"),
+):
+    """Write the best variant per (GPU, shape, M bucket) as a dispatch table."""
+    from tunesearch.dispatch import DispatchError
+    from tunesearch.export import export as do_export
+
+    store = _open_store(db)
+    try:
+        table = do_export(store, path, gpu=gpu, merge=merge)
+    except (ValueError, DispatchError) as exc:
+        _fail(str(exc), 1)
+    n = sum(len(s["buckets"]) for g in table["gpus"].values() for s in g["shapes"].values())
+    console.print(f"wrote {path}: {len(table['gpus'])} GPU(s), {n} buckets")
 
 
 @app.command()
 def version():
-    print("0.1.0")
+    """Print the versions tunesearch runs with."""
+    import torch
+    import triton
+
+    import tunesearch
+
+    print(f"tunesearch {tunesearch.__version__}, torch {torch.__version__}, triton {triton.__version__}")
+
+
+def main():
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    app()
+
+
+if __name__ == "__main__":
+    main()

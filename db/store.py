@@ -1,0 +1,199 @@
+"""The store: every GPU, sweep and trial, in any SQLAlchemy database (SQLite by default).
+
+SQLite runs in WAL mode with a busy timeout, so several worker processes can write at once;
+every trial is committed as it finishes, so a crash loses at most the trial in flight.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from sqlalchemy import create_engine, event, inspect, select
+from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from .models import GPU, SCHEMA_VERSION, Base, Baseline, Meta, Sweep, Trial, utcnow
+
+DEFAULT_URL = "sqlite:///tunesearch.db"
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def resolve_url(url: str | None) -> str:
+    return url or os.environ.get("TUNESEARCH_DB") or DEFAULT_URL
+
+
+@dataclass(frozen=True)
+class Key:
+    """What one search optimizes: a GPU model, a shape, an M bucket, a group size, a layout."""
+    gpu: str
+    m: int
+    n: int
+    k: int
+    group_size: int = 128
+    layout: str = "base"
+
+    @property
+    def study_name(self) -> str:
+        return f"{self.gpu}|m{self.m}|n{self.n}|k{self.k}|g{self.group_size}|{self.layout}"
+
+
+class Store:
+    def __init__(self, url: str | None = None):
+        self.url = resolve_url(url)
+        try:
+            kwargs = {}
+            if self.url.startswith("sqlite"):
+                kwargs["connect_args"] = {"timeout": 60}
+            self.engine = create_engine(self.url, **kwargs)
+        except (ArgumentError, ValueError) as exc:
+            raise StoreError(f"invalid database URL {self.url!r}: {exc}") from None
+        except ModuleNotFoundError as exc:
+            raise StoreError(f"database URL {self.url!r} needs a driver that is not installed: {exc.name}") from None
+        if self.engine.dialect.name == "sqlite":
+            @event.listens_for(self.engine, "connect")
+            def _sqlite_pragmas(dbapi_conn, _record):
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=60000")
+                cur.close()
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._init_schema()
+
+    def _init_schema(self):
+        try:
+            tables = set(inspect(self.engine).get_table_names())
+        except Exception as exc:
+            raise StoreError(f"cannot open database {self.url!r}: {exc}") from None
+        if "ts_meta" in tables:
+            with self._session() as s:
+                row = s.get(Meta, "schema_version")
+            found = int(row.value) if row and row.value.isdigit() else None
+            if found != SCHEMA_VERSION:
+                raise StoreError(
+                    f"database {self.url!r} has tunesearch schema {found or 'unknown'}, this version "
+                    f"reads schema {SCHEMA_VERSION}; use another --db or a matching tunesearch")
+        elif tables & {"ts_trials", "ts_gpus"}:
+            raise StoreError(f"database {self.url!r} has tunesearch tables but no schema version")
+        Base.metadata.create_all(self.engine)
+        with self._session() as s:
+            if s.get(Meta, "schema_version") is None:
+                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+                try:
+                    s.commit()
+                except IntegrityError:  # another worker created it first
+                    s.rollback()
+
+    def session(self) -> Session:
+        return self._session()
+
+    # -- GPUs and sweeps -------------------------------------------------------------------
+    def upsert_gpu(self, info: dict, copy_bandwidth: float) -> GPU:
+        fields = {k: info[k] for k in ("name", "capability", "sm_count", "l2_bytes", "memory_bytes",
+                                       "driver", "torch_version", "triton_version", "datasheet_bandwidth")}
+        with self.session() as s:
+            row = s.scalars(select(GPU).filter_by(name=fields["name"], driver=fields["driver"],
+                                                  torch_version=fields["torch_version"],
+                                                  triton_version=fields["triton_version"])).first()
+            if row is None:
+                row = GPU(**fields, copy_bandwidth=copy_bandwidth)
+                s.add(row)
+            else:
+                row.copy_bandwidth = copy_bandwidth
+                row.measured_at = utcnow()
+            s.commit()
+            return row
+
+    def find_gpu(self, name: str) -> GPU | None:
+        with self.session() as s:
+            return s.scalars(select(GPU).filter_by(name=name).order_by(GPU.measured_at.desc())).first()
+
+    def gpus(self) -> list[GPU]:
+        with self.session() as s:
+            return list(s.scalars(select(GPU).order_by(GPU.name, GPU.measured_at)))
+
+    def start_sweep(self, gpu: GPU, settings: dict, versions: dict) -> Sweep:
+        with self.session() as s:
+            row = Sweep(gpu_id=gpu.id, settings=settings, versions=versions, host=socket.gethostname())
+            s.add(row)
+            s.commit()
+            return row
+
+    def finish_sweep(self, sweep: Sweep, status: str, trials_run: int):
+        with self.session() as s:
+            row = s.get(Sweep, sweep.id)
+            row.status, row.finished_at, row.trials_run = status, utcnow(), trials_run
+            s.commit()
+
+    # -- trials ----------------------------------------------------------------------------
+    def find_trial(self, key: Key, variant_id: str, code_version: str) -> Trial | None:
+        with self.session() as s:
+            return s.scalars(select(Trial).filter_by(
+                gpu_name=key.gpu, m=key.m, n=key.n, k=key.k, group_size=key.group_size,
+                layout=key.layout, variant_id=variant_id, code_version=code_version)).first()
+
+    def add_trial(self, trial: Trial) -> Trial:
+        """Insert a trial; if another worker measured the same one first, keep theirs."""
+        with self.session() as s:
+            s.add(trial)
+            try:
+                s.commit()
+                return trial
+            except IntegrityError:
+                s.rollback()
+        existing = self.find_trial(Key(trial.gpu_name, trial.m, trial.n, trial.k, trial.group_size,
+                                       trial.layout), trial.variant_id, trial.code_version)
+        return existing
+
+    def delete_trials(self, key: Key) -> int:
+        with self.session() as s:
+            rows = s.scalars(select(Trial).filter_by(gpu_name=key.gpu, m=key.m, n=key.n, k=key.k,
+                                                     group_size=key.group_size, layout=key.layout)).all()
+            for row in rows:
+                s.delete(row)
+            s.commit()
+            return len(rows)
+
+    def trials(self, key: Key | None = None, status: str | None = None) -> list[Trial]:
+        with self.session() as s:
+            q = select(Trial)
+            if key is not None:
+                q = q.filter_by(gpu_name=key.gpu, m=key.m, n=key.n, k=key.k,
+                                group_size=key.group_size, layout=key.layout)
+            if status:
+                q = q.filter_by(status=status)
+            return list(s.scalars(q.order_by(Trial.id)))
+
+    def best_trials(self, gpu: str | None = None) -> list[Trial]:
+        """The fastest ok trial per (GPU, N, K, G, layout, M), any code version."""
+        best: dict[tuple, Trial] = {}
+        with self.session() as s:
+            q = select(Trial).filter_by(status="ok")
+            if gpu:
+                q = q.filter_by(gpu_name=gpu)
+            for t in s.scalars(q):
+                key = (t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m)
+                if key not in best or t.us < best[key].us:
+                    best[key] = t
+        return [best[k] for k in sorted(best)]
+
+    # -- baselines -------------------------------------------------------------------------
+    def baseline(self, gpu: str, m: int, n: int, k: int, kind: str = "cublas_fp16") -> float | None:
+        with self.session() as s:
+            row = s.scalars(select(Baseline).filter_by(gpu_name=gpu, m=m, n=n, k=k, kind=kind)).first()
+            return row.us if row else None
+
+    def set_baseline(self, gpu: str, m: int, n: int, k: int, us: float, kind: str = "cublas_fp16"):
+        with self.session() as s:
+            row = s.scalars(select(Baseline).filter_by(gpu_name=gpu, m=m, n=n, k=k, kind=kind)).first()
+            if row is None:
+                s.add(Baseline(gpu_name=gpu, m=m, n=n, k=k, kind=kind, us=us))
+            else:
+                row.us, row.created_at = us, utcnow()
+            try:
+                s.commit()
+            except IntegrityError:
+                s.rollback()

@@ -1,0 +1,258 @@
+"""The runtime: load a dispatch table and pick the tuned variant per GPU, shape and M.
+
+    mm = load_dispatch("dispatch.json")   # or load_dispatch() for the packaged tables
+    y = mm(a, packed, scales)             # also torch.ops.tunesearch.w4a16_mm via mm.op
+
+Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M, N, K)
+resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
+logging the fallback once. Loading parses JSON only: no code from the file is ever executed.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from tunesearch.variants import Variant, heuristic_variants, reference_matmul, variant_error
+from tunesearch.variants.api import check_inputs, interpreting, launch
+
+from .export import SCHEMA, merge_tables
+
+log = logging.getLogger("tunesearch")
+
+
+class DispatchError(ValueError):
+    pass
+
+
+def read_table(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise DispatchError(f"dispatch table {str(path)!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DispatchError(f"dispatch table {str(path)!r} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise DispatchError(f"dispatch table {str(path)!r} has schema {found!r}; this tunesearch reads {SCHEMA!r}")
+    if not isinstance(data.get("gpus"), dict):
+        raise DispatchError(f"dispatch table {str(path)!r} has no 'gpus' mapping")
+    return data
+
+
+class _ShapeTable:
+    __slots__ = ("m_maxes", "variants", "group_size")
+
+    def __init__(self, buckets: list[dict], group_size: int, where: str):
+        pairs = []
+        for b in buckets:
+            try:
+                variant = Variant.from_dict(b["variant"])
+                m_max = int(b["m_max"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DispatchError(f"{where}: bad bucket {b!r}: {exc}") from None
+            pairs.append((m_max, variant))
+        if not pairs:
+            raise DispatchError(f"{where}: no buckets")
+        pairs.sort(key=lambda p: p[0])
+        self.m_maxes = [m for m, _ in pairs]
+        self.variants = [v for _, v in pairs]
+        self.group_size = group_size
+
+    def pick(self, m: int) -> Variant:
+        i = bisect.bisect_left(self.m_maxes, m)
+        return self.variants[min(i, len(self.variants) - 1)]
+
+
+class _GPUTable:
+    def __init__(self, entry: dict, where: str):
+        self.name = entry.get("name")
+        self.capability = str(entry.get("capability") or "0.0")
+        self.versions = entry.get("versions") or {}
+        self.shapes: dict[tuple[int, int], _ShapeTable] = {}
+        for label, shape in (entry.get("shapes") or {}).items():
+            try:
+                n, k, g = int(shape["n"]), int(shape["k"]), int(shape["group_size"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DispatchError(f"{where}: shape {label!r} is malformed: {exc}") from None
+            self.shapes[(n, k)] = _ShapeTable(shape.get("buckets") or [], g, f"{where} shape {label}")
+
+
+def _capability_distance(a: str, b: str) -> float:
+    try:
+        return abs(float(a) - float(b))
+    except ValueError:
+        return float("inf")
+
+
+class Dispatcher:
+    """A callable ``mm(a, packed, scales)`` backed by a dispatch table."""
+
+    def __init__(self, table: dict, *, group_size: int = 128, strict: bool = False, source: str = "?"):
+        self.group_size, self.strict, self.source = group_size, strict, source
+        self.gpus = {name: _GPUTable(entry, f"{source} gpu {name}") for name, entry in table["gpus"].items()}
+        for gpu in self.gpus.values():
+            for (n, k), shape in gpu.shapes.items():
+                if shape.group_size != group_size:
+                    raise DispatchError(f"{source}: shape {n}x{k} on {gpu.name} was tuned with group size "
+                                        f"{shape.group_size}, this runtime was asked for {group_size}")
+        self._by_device: dict[int, _GPUTable | None] = {}
+        self._cache: dict[tuple, tuple] = {}
+        self._logged: set = set()
+        self.op = None
+
+    # -- choosing ----------------------------------------------------------------------------
+    def _once(self, key, level, msg, *args):
+        if key not in self._logged:
+            self._logged.add(key)
+            log.log(level, msg, *args)
+
+    def table_for(self, device: torch.device) -> _GPUTable | None:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index in self._by_device:
+            return self._by_device[index]
+        props = torch.cuda.get_device_properties(index)
+        name, cap = props.name, f"{props.major}.{props.minor}"
+        table = self.gpus.get(name)
+        if table is None and self.gpus:
+            nearest = min(self.gpus.values(), key=lambda t: _capability_distance(t.capability, cap))
+            if _capability_distance(nearest.capability, cap) <= 1.0:
+                self._once(("gpu", name), logging.WARNING, "tunesearch: no table for %s (sm %s); using the "
+                           "table of %s (sm %s). Run `tunesearch sweep` and `export` on this GPU.",
+                           name, cap, nearest.name, nearest.capability)
+                table = nearest
+        if table is None and self.strict:
+            raise DispatchError(f"no dispatch table for GPU {name!r} (sm {cap}) in {self.source}")
+        if table is not None:
+            import triton
+
+            tuned = table.versions.get("triton")
+            if tuned and tuned != triton.__version__:
+                self._once(("triton", name), logging.WARNING, "tunesearch: table for %s was tuned with "
+                           "triton %s, running %s", table.name, tuned, triton.__version__)
+        self._by_device[index] = table
+        return table
+
+    def resolve(self, M: int, N: int, K: int, device: torch.device) -> Variant | None:
+        """The variant for (M, N, K) on ``device``; None means dequantize-then-matmul."""
+        G = self.group_size
+        if device.type != "cuda" and not interpreting():
+            return self._fallback(("cpu", N, K), f"{device} tensors")
+        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        if table is None:
+            return self._fallback(("gpu", device), "no table for this GPU")
+        shape = table.shapes.get((N, K))
+        if shape is not None:
+            variant = shape.pick(M)
+            if variant_error(variant, M, N, K, G) is None:
+                return variant
+        if self.strict:
+            raise DispatchError(f"shape N={N} K={K} (M={M}) is not in the table for {table.name}")
+        # unknown shape: the nearest known shape's pick for this M, if it is valid here
+        for (n, k) in sorted(table.shapes, key=lambda s: abs(s[0] - N) + abs(s[1] - K)):
+            variant = table.shapes[(n, k)].pick(M)
+            if variant_error(variant, M, N, K, G) is None:
+                self._once(("near", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
+                           "%s tuned for N=%d K=%d", N, K, M, variant.id, n, k)
+                return variant
+        seeds = heuristic_variants(M, N, K, G)
+        if seeds:
+            self._once(("heur", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
+                       "heuristic %s", N, K, M, seeds[0].id)
+            return seeds[0]
+        return self._fallback(("shape", M, N, K), f"no kernel variant can run M={M} N={N} K={K}")
+
+    def _fallback(self, key, why: str):
+        if self.strict:
+            raise DispatchError(f"tunesearch cannot dispatch: {why}")
+        self._once(key, logging.WARNING, "tunesearch: %s; falling back to dequantize-then-matmul", why)
+        return None
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        key = (a.shape, a.stride(), a.dtype, a.device, packed.shape, scales.shape)
+        hit = self._cache.get(key)
+        if hit is None:
+            M, N, K = check_inputs(a, packed, scales, self.group_size)
+            hit = self._cache[key] = (self.resolve(M, N, K, a.device), M, N)
+        variant, M, N = hit
+        if not (packed.is_contiguous() and scales.is_contiguous()) or packed.dtype != torch.int32 \
+                or scales.dtype != torch.float16 or packed.device != a.device:
+            check_inputs(a, packed, scales, self.group_size)  # raises the precise error
+        if variant is None:
+            return reference_matmul(a, packed, scales, self.group_size)
+        out = torch.empty((M, N), dtype=torch.float16, device=a.device)
+        return launch(variant, a, packed, scales, out, self.group_size)
+
+    def warmup(self, shapes, max_m: int = 4096) -> int:
+        """Compile every variant the table can pick for ``shapes`` [(K, N), ...] and M <= max_m,
+        for each of Triton's M specializations (M == 1, M % 16 == 0, other). Returns launches."""
+        launches = 0
+        for K, N in shapes:
+            probe = torch.empty(1, K, dtype=torch.float16, device="cuda")
+            table = self.table_for(probe.device)
+            bounds = table.shapes[(N, K)].m_maxes if table and (N, K) in table.shapes else [1, 16, 64, max_m]
+            ms, lo = set(), 1
+            for hi in sorted(set(bounds + [max_m])):
+                hi = min(hi, max_m)
+                if hi < lo:
+                    continue
+                ms.update({lo, hi})
+                sixteen = ((lo + 15) // 16) * 16
+                if sixteen <= hi:
+                    ms.add(sixteen)
+                lo = hi + 1
+            packed = torch.zeros(K // 8, N, dtype=torch.int32, device="cuda")
+            scales = torch.ones(K // self.group_size, N, dtype=torch.float16, device="cuda")
+            for m in sorted(ms):
+                self(torch.zeros(m, K, dtype=torch.float16, device="cuda"), packed, scales)
+                launches += 1
+        torch.cuda.synchronize()
+        return launches
+
+
+_registry: dict[str, Dispatcher] = {}
+
+
+def _register_op():
+    if hasattr(torch.ops, "tunesearch") and hasattr(torch.ops.tunesearch, "w4a16_mm"):
+        return
+
+    @torch.library.custom_op("tunesearch::w4a16_mm", mutates_args=())
+    def w4a16_mm(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, table: str) -> torch.Tensor:
+        return _registry[table](a, packed, scales)
+
+    @w4a16_mm.register_fake
+    def _(a, packed, scales, table):
+        return a.new_empty((a.shape[0], packed.shape[1]))
+
+
+def packaged_tables() -> dict:
+    merged = None
+    folder = resources.files("tunesearch") / "tables"
+    for item in sorted(folder.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".json"):
+            table = read_table(item)
+            merged = table if merged is None else merge_tables(merged, table)
+    if merged is None:
+        raise DispatchError("this tunesearch ships no dispatch tables; pass a path from `tunesearch export`")
+    return merged
+
+
+def load_dispatch(path: str | os.PathLike | None = None, *, group_size: int = 128,
+                  strict: bool = False) -> Dispatcher:
+    """Load a dispatch table (None: the tables packaged with tunesearch)."""
+    table = packaged_tables() if path is None else read_table(path)
+    source = "packaged tables" if path is None else str(path)
+    mm = Dispatcher(table, group_size=group_size, strict=strict, source=source)
+    _register_op()
+    name = f"{source}#{len(_registry)}"
+    _registry[name] = mm
+    mm.op = lambda a, packed, scales: torch.ops.tunesearch.w4a16_mm(a, packed, scales, name)
+    return mm

@@ -1,0 +1,130 @@
+"""Measurers: what a trial is run by. The GPU one times for real; the interpreter one is a
+test-only stand-in so the whole pipeline can run in CI without a GPU (its 'timings' are
+interpreter wall times and mean nothing)."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from tunesearch.variants import Variant, dequantize, matmul, quantize_pack
+
+from .bench import REL_TOL, Operands, kernel_bytes, relative_error, time_fp16, time_variant
+
+
+@dataclass
+class Result:
+    status: str  # ok | failed | wrong
+    error: str | None = None
+    us: float | None = None
+    spread: float | None = None
+    rel_error: float | None = None
+
+
+class _CheckInputs:
+    """Fresh random inputs for one key and their dequantized fp32 reference."""
+
+    def __init__(self, M, N, K, G, device):
+        w = torch.randn(K, N, device=device)
+        self.packed, self.scales = quantize_pack(w, G)
+        self.a = torch.randn(M, K, device=device).half()
+        self.ref = self.a.float() @ dequantize(self.packed, self.scales, G).float()
+        self.out = torch.empty(M, N, dtype=torch.float16, device=device)
+
+    def check(self, variant: Variant, G: int) -> float:
+        self.out.fill_(float("nan"))  # poison: an unwritten element fails
+        matmul(self.a, self.packed, self.scales, variant, G, out=self.out)
+        return relative_error(self.out, self.ref)
+
+
+def _run(check, timer) -> Result:
+    try:
+        err = check()
+    except Exception as exc:
+        return Result("failed", f"{type(exc).__name__}: {exc}"[:4000])
+    if not err < REL_TOL:
+        return Result("wrong", f"relative max error {err:.3g} >= {REL_TOL}", rel_error=err if math.isfinite(err) else None)
+    try:
+        us, spread = timer()
+    except Exception as exc:
+        return Result("failed", f"{type(exc).__name__}: {exc}"[:4000])
+    return Result("ok", None, us, spread, err)
+
+
+class GPUMeasurer:
+    def __init__(self, device: int, info, copy_bandwidth: float, replays: int = 20):
+        self.device, self.info, self.copy_bandwidth, self.replays = device, info, copy_bandwidth, replays
+        self.key = None
+
+    def prepare(self, M, N, K, G):
+        torch.cuda.set_device(self.device)
+        self.key = (M, N, K, G)
+        self.inputs = _CheckInputs(M, N, K, G, "cuda")
+        self.operands = Operands(M, N, K, G, self.info.l2_bytes)
+
+    def fp16_us(self, M, N, K) -> float:
+        return time_fp16(M, N, K, self.info.l2_bytes, self.replays).us
+
+    def measure(self, variant: Variant) -> Result:
+        G = self.key[3]
+
+        def timer():
+            t = time_variant(variant, self.operands, self.replays)
+            return t.us, t.spread
+
+        return _run(lambda: self.inputs.check(variant, G), timer)
+
+    def release(self):
+        self.inputs = self.operands = None
+        torch.cuda.empty_cache()
+
+
+class InterpreterMeasurer:
+    """TEST ONLY: runs the kernels in Triton's interpreter; 'us' is interpreter wall time."""
+
+    copy_bandwidth = 1e9
+
+    def __init__(self):
+        from .gpu import GPUInfo
+
+        self.info = GPUInfo(index=0, name="interpreter-test", capability="0.0", sm_count=1,
+                            l2_bytes=0, memory_bytes=0, driver="none", torch_version=torch.__version__,
+                            triton_version=__import__("triton").__version__,
+                            tunesearch_version=__import__("tunesearch").__version__,
+                            datasheet_bandwidth=None)
+        self.device = None
+
+    def prepare(self, M, N, K, G):
+        self.key = (M, N, K, G)
+        self.inputs = _CheckInputs(M, N, K, G, "cpu")
+
+    def fp16_us(self, M, N, K) -> float:
+        a, w = torch.randn(M, K).half(), torch.randn(K, N).half()
+        t = time.perf_counter()
+        a.float() @ w.float()
+        return (time.perf_counter() - t) * 1e6
+
+    def measure(self, variant: Variant) -> Result:
+        G = self.key[3]
+        elapsed = {}
+
+        def check():
+            t = time.perf_counter()
+            err = self.inputs.check(variant, G)
+            elapsed["us"] = (time.perf_counter() - t) * 1e6
+            return err
+
+        return _run(check, lambda: (elapsed["us"], 0.0))
+
+    def release(self):
+        self.inputs = None
+
+
+def metrics(M, N, K, G, us, copy_bandwidth, fp16_us):
+    nbytes = kernel_bytes(M, N, K, G)
+    gbps = nbytes / (us * 1e-6) / 1e9
+    return dict(gbps=gbps, roofline_frac=gbps * 1e9 / copy_bandwidth,
+                tflops=2 * M * N * K / (us * 1e-6) / 1e12,
+                speedup_fp16=(fp16_us / us) if fp16_us else None)

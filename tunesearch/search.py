@@ -1,0 +1,173 @@
+"""The search of one key with Optuna: family first, then that family's parameters.
+
+Optuna proposes over each family's full parameter grid; the proposal is then snapped to the
+nearest *valid* variant of that family (fewest log2 steps), which is what gets compiled and
+timed, and its time is what Optuna is told. So nothing invalid is ever compiled or run, and the
+sampler still sees an ordinal space it can model. A variant already measured for this key and
+kernel code is answered from the store.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from pathlib import Path
+
+import warnings
+
+import optuna
+
+from tunesearch.db import Key, Store, Trial
+from tunesearch.variants import Variant, variant_space
+from tunesearch.variants.space import FAMILY_GRID, FAMILY_PARAMS
+
+from .measure import metrics
+
+log = logging.getLogger("tunesearch")
+
+_VARIANTS_DIR = Path(__file__).resolve().parent.parent / "variants"
+
+
+def code_version() -> str:
+    """A hash of the kernel sources: trials measured with other kernels are not reused."""
+    import tunesearch.variants as pkg
+
+    root = Path(pkg.__file__).resolve().parent
+    digest = hashlib.sha1()
+    for path in sorted(root.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def optuna_params(variant: Variant) -> dict:
+    return {"family": variant.family, **{f"{variant.family}.{k}": v for k, v in variant.params.items()}}
+
+
+def _distance(a: Variant, params: dict) -> float:
+    return sum(abs(math.log2(a[name]) - math.log2(params[name])) for name in params)
+
+
+class KeySearch:
+    """Search one key; every finished trial is committed to the store as it ends."""
+
+    def __init__(self, store: Store, measurer, key: Key, *, code: str, gpu_id: int, sweep_id: int | None,
+                 versions: dict, limits=None, seed: int = 0, storage=None):
+        self.store, self.measurer, self.key = store, measurer, key
+        self.code, self.gpu_id, self.sweep_id, self.versions = code, gpu_id, sweep_id, versions
+        self.space = variant_space(key.m, key.n, key.k, key.group_size, limits)
+        self.by_family: dict[str, list[Variant]] = {}
+        for v in self.space:
+            self.by_family.setdefault(v.family, []).append(v)
+        self.valid = set(self.space)
+        with warnings.catch_warnings():  # group=True is marked experimental; it models the
+            warnings.simplefilter("ignore")  # conditional (family -> params) space
+            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=8, constant_liar=True,
+                                                 multivariate=True, group=True)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(study_name=key.study_name, storage=storage, sampler=sampler,
+                                         direction="minimize", load_if_exists=True)
+        self.fp16_us = None
+
+    # -- proposals ---------------------------------------------------------------------------
+    def _suggest(self, trial: optuna.trial.Trial) -> Variant:
+        family = trial.suggest_categorical("family", sorted(self.by_family))
+        params = {name: trial.suggest_categorical(f"{family}.{name}", list(FAMILY_GRID[family][name]))
+                  for name, _ in FAMILY_PARAMS[family]}
+        proposed = Variant(family, params)
+        if proposed in self.valid:
+            return proposed
+        return min(self.by_family[family], key=lambda v: (_distance(v, params), v.id))
+
+    def enqueue(self, variants) -> int:
+        n = 0
+        for v in variants:
+            if v in self.valid:
+                self.study.enqueue_trial(optuna_params(v), skip_if_exists=True)
+                n += 1
+        return n
+
+    # -- the loop ----------------------------------------------------------------------------
+    def measured(self) -> dict[str, Trial]:
+        return {t.variant_id: t for t in self.store.trials(self.key) if t.code_version == self.code}
+
+    def run(self, trials: int, deadline: float, compiler=None, batch: int = 16, on_trial=None) -> int:
+        """Measure up to ``trials`` new variants (fewer if the space runs out or the deadline
+        passes). Returns how many were measured now."""
+        known = self.measured()
+        budget = min(trials, len(self.space)) - len(known)
+        new = asks = 0
+        while budget - new > 0 and time.time() < deadline and asks < 4 * trials:
+            size = min(batch, budget - new)
+            pending = [self.study.ask() for _ in range(size)]
+            asks += size
+            variants = [self._suggest(t) for t in pending]
+            fresh = [v for v in dict.fromkeys(variants) if v.id not in known]
+            compile_errors = compiler.compile([v.id for v in fresh], self.key.m, self.key.n,
+                                              self.key.k, self.key.group_size) if compiler and fresh else {}
+            for trial, variant in zip(pending, variants):
+                record = known.get(variant.id)
+                if record is None:
+                    if time.time() >= deadline:
+                        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        continue
+                    record = self._measure(variant, compile_errors.get(variant.id))
+                    known[variant.id] = record
+                    new += 1
+                    if on_trial:
+                        on_trial(record)
+                trial.set_user_attr("variant_id", variant.id)
+                if record.status == "ok":
+                    self.study.tell(trial, record.us)
+                else:
+                    trial.set_user_attr("error", (record.error or "")[:500])
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return new
+
+    def _measure(self, variant: Variant, compile_error: str | None) -> Trial:
+        k = self.key
+        if compile_error:
+            from .measure import Result
+
+            result = Result("failed", compile_error)
+        else:
+            result = self.measurer.measure(variant)
+        row = Trial(sweep_id=self.sweep_id, gpu_id=self.gpu_id, gpu_name=k.gpu, m=k.m, n=k.n, k=k.k,
+                    group_size=k.group_size, layout=k.layout, variant_id=variant.id,
+                    family=variant.family, params=variant.params, code_version=self.code,
+                    status=result.status, error=result.error, us=result.us, spread=result.spread,
+                    rel_error=result.rel_error, fp16_us=self.fp16_us, versions=self.versions)
+        if result.status == "ok":
+            for name, value in metrics(k.m, k.n, k.k, k.group_size, result.us,
+                                       self.measurer.copy_bandwidth, self.fp16_us).items():
+                setattr(row, name, value)
+        return self.store.add_trial(row)
+
+
+def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 6) -> list[Variant]:
+    """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
+    shapes, this key on another GPU."""
+    best = store.best_trials()
+    idx = buckets.index(key.m) if key.m in buckets else None
+    adjacent = {buckets[i] for i in (idx - 1, idx + 1) if idx is not None and 0 <= i < len(buckets)}
+    ranked = []
+    for t in best:
+        if t.group_size != key.group_size or t.layout != key.layout:
+            continue
+        same_shape = (t.n, t.k) == (key.n, key.k)
+        if t.gpu_name == key.gpu and same_shape and t.m in adjacent:
+            ranked.append((0, t.variant_id))
+        elif t.gpu_name == key.gpu and t.m == key.m and not same_shape:
+            ranked.append((1, t.variant_id))
+        elif t.gpu_name != key.gpu and same_shape and t.m == key.m:
+            ranked.append((2, t.variant_id))
+    seeds = []
+    for _, vid in sorted(ranked):
+        try:
+            v = Variant.from_id(vid)
+        except ValueError:
+            continue
+        if v not in seeds:
+            seeds.append(v)
+    return seeds[:limit]

@@ -1,0 +1,55 @@
+"""Shape presets (K, N) per model, M buckets, and the parsing of --shapes / --m."""
+from __future__ import annotations
+
+DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096)
+
+
+def _llama(hidden: int, inter: int, kv: int) -> list[tuple[int, int]]:
+    """q/o, k/v (if grouped), gate/up, down, fused qkv, fused gate+up; as (K, N)."""
+    shapes = [(hidden, hidden)]
+    if kv != hidden:
+        shapes.append((hidden, kv))
+    shapes += [(hidden, inter), (inter, hidden), (hidden, hidden + 2 * kv), (hidden, 2 * inter)]
+    return shapes
+
+
+PRESETS: dict[str, list[tuple[int, int]]] = {
+    "llama-7b": _llama(4096, 11008, 4096),
+    "llama-13b": _llama(5120, 13824, 5120),
+    "llama3-8b": _llama(4096, 14336, 1024),
+    "mistral-7b": _llama(4096, 14336, 1024),
+    "llama-70b": _llama(8192, 28672, 1024),
+}
+
+
+def parse_shapes(spec: str) -> list[tuple[int, int]]:
+    """``llama-7b`` or ``4096x11008,11008x4096`` (K x N) -> [(K, N), ...]."""
+    spec = (spec or "").strip()
+    if spec in PRESETS:
+        return list(PRESETS[spec])
+    shapes = []
+    for item in spec.split(","):
+        item = item.strip().lower()
+        parts = item.split("x")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"bad shape {item!r}: expected a preset ({', '.join(PRESETS)}) "
+                             "or KxN pairs like 4096x11008")
+        k, n = (int(p) for p in parts)
+        if k <= 0 or n <= 0 or k % 8:
+            raise ValueError(f"bad shape {item!r}: K and N must be positive and K a multiple of 8")
+        shapes.append((k, n))
+    if not shapes:
+        raise ValueError("no shapes given")
+    return list(dict.fromkeys(shapes))
+
+
+def parse_ms(spec: str | None) -> list[int]:
+    if not spec:
+        return list(DEFAULT_M_BUCKETS)
+    try:
+        ms = sorted({int(x) for x in spec.split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"bad --m {spec!r}: expected comma-separated positive integers") from None
+    if not ms or ms[0] <= 0:
+        raise ValueError(f"bad --m {spec!r}: expected comma-separated positive integers")
+    return ms

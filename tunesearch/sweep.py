@@ -1,0 +1,158 @@
+"""A sweep: every (shape, M bucket) key searched on one or more GPUs into the store."""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import time
+from dataclasses import dataclass, field
+
+from tunesearch.db import Key, Store
+from tunesearch.variants import heuristic_variants
+
+from .search import KeySearch, code_version, neighbour_seeds
+
+log = logging.getLogger("tunesearch")
+
+
+@dataclass
+class SweepSettings:
+    shapes: list[tuple[int, int]]  # (K, N)
+    ms: list[int]
+    group_size: int = 128
+    trials: int = 40
+    time_budget: float | None = None  # seconds for the whole sweep
+    fresh: bool = False
+    workers: int | None = None  # compile workers
+    seed: int = 0
+    interpret_test: bool = False  # TEST ONLY: interpreter 'timings'
+    part: tuple[int, int] = (0, 1)  # this worker's share of the keys (index, count)
+
+    def to_dict(self) -> dict:
+        return dict(shapes=[list(s) for s in self.shapes], ms=self.ms, group_size=self.group_size,
+                    trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
+                    seed=self.seed, interpret_test=self.interpret_test, part=list(self.part))
+
+
+@dataclass
+class SweepResult:
+    gpu: str
+    wall_s: float
+    trials_run: int
+    keys: int
+    status: str
+    best: list = field(default_factory=list)
+
+
+def optuna_storage(url: str):
+    import optuna
+
+    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
+
+
+def _versions(info, code: str) -> dict:
+    return dict(driver=info.driver, torch=info.torch_version, triton=info.triton_version,
+                tunesearch=info.tunesearch_version, code=code)
+
+
+def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
+    if settings.interpret_test:
+        from .measure import InterpreterMeasurer
+
+        return InterpreterMeasurer(), None
+    from .compile import Compiler
+    from .gpu import gpu_info, measure_copy_bandwidth
+    from .measure import GPUMeasurer
+
+    info = gpu_info(device)
+    known = store.find_gpu(info.name)
+    if known is not None and not settings.fresh and known.driver == info.driver:
+        bandwidth = known.copy_bandwidth
+    else:
+        bandwidth = measure_copy_bandwidth(device)
+    return GPUMeasurer(device, info, bandwidth), Compiler(device, settings.workers)
+
+
+def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
+              progress=None) -> SweepResult:
+    """Search every key of ``settings`` on ``device``; resumable, committed trial by trial."""
+    import optuna
+
+    t0 = time.time()
+    measurer, compiler = _make_measurer(store, device, settings)
+    info = measurer.info
+    code = code_version()
+    gpu_row = store.upsert_gpu(info.to_dict(), measurer.copy_bandwidth)
+    sweep = store.start_sweep(gpu_row, settings.to_dict(), _versions(info, code))
+    storage = optuna_storage(store.url)
+    deadline = t0 + settings.time_budget if settings.time_budget else float("inf")
+    keys = [Key(info.name, m, n, k, settings.group_size) for k, n in settings.shapes for m in settings.ms]
+    index, count = settings.part
+    keys = keys[index::count]
+    trials_run, status = 0, "done"
+    try:
+        for key in keys:
+            if time.time() >= deadline:
+                status = "budget"
+                break
+            if settings.fresh:
+                store.delete_trials(key)
+                try:
+                    optuna.delete_study(study_name=key.study_name, storage=storage)
+                except KeyError:
+                    pass
+            if progress:
+                progress.start_key(key)
+            measurer.prepare(key.m, key.n, key.k, key.group_size)
+            fp16 = store.baseline(key.gpu, key.m, key.n, key.k)
+            if fp16 is None or settings.fresh:
+                fp16 = measurer.fp16_us(key.m, key.n, key.k)
+                store.set_baseline(key.gpu, key.m, key.n, key.k, fp16)
+            search = KeySearch(store, measurer, key, code=code, gpu_id=gpu_row.id, sweep_id=sweep.id,
+                               versions=_versions(info, code), seed=settings.seed, storage=storage,
+                               limits=getattr(compiler, "limits", None))
+            search.fp16_us = fp16
+            search.enqueue(heuristic_variants(key.m, key.n, key.k, key.group_size)
+                           + neighbour_seeds(store, key, settings.ms))
+            trials_run += search.run(settings.trials, deadline, compiler,
+                                     on_trial=progress.trial if progress else None)
+            measurer.release()
+            if progress:
+                progress.end_key(key)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    except BaseException:
+        status = "crashed"
+        raise
+    finally:
+        store.finish_sweep(sweep, status, trials_run)
+        if compiler:
+            compiler.close()
+    best = [t for t in store.best_trials(info.name)
+            if (t.k, t.n) in set(settings.shapes) and t.m in settings.ms and t.group_size == settings.group_size]
+    return SweepResult(info.name, time.time() - t0, trials_run, len(keys), status, best)
+
+
+def _worker(url, settings, device, queue):
+    try:
+        result = run_sweep(Store(url), settings, device)
+        queue.put((device, result.trials_run, result.status, None))
+    except BaseException as exc:  # report, do not hang the parent
+        queue.put((device, 0, "crashed", f"{type(exc).__name__}: {exc}"))
+
+
+def run_sweep_all(url: str, settings: SweepSettings, devices: list[int]):
+    """One worker process per GPU, the keys dealt round-robin, one store and one set of studies."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = []
+    for i, dev in enumerate(devices):
+        s = SweepSettings(**{**settings.__dict__, "part": (i, len(devices))})
+        p = ctx.Process(target=_worker, args=(url, s, dev, queue))
+        p.start()
+        procs.append(p)
+    results = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return results
