@@ -1,7 +1,9 @@
 """Device probe: ceilings, and every (or a sample of) variant timed at a few keys.
 
-    python benchmarks/probe.py OUT_DIR [--cap 250]
+    python benchmarks/probe.py OUT_DIR [CAP [MxKxN,MxKxN...]]
 Writes OUT_DIR/probe.json (one row per variant) and prints the best per family per key.
+With CAP at least the space's size, a key's space is timed exhaustively (the baseline of
+benchmarks/search_quality.py).
 """
 import json
 import random
@@ -18,19 +20,19 @@ from tunesearch.variants import FAMILIES, heuristic_variants, variant_space
 KEYS = [(1, 4096, 11008), (1, 4096, 4096), (16, 4096, 11008), (64, 4096, 11008), (1024, 4096, 11008)]
 
 
-def main(out_dir, cap=250):
+def main(out_dir, cap=250, keys=KEYS):
     t0 = time.time()
     info = gpu_info(0)
     bw = measure_copy_bandwidth(0)
     print(info, f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     floors = {}
-    for K, N in ((4096, 4096), (4096, 11008), (4096, 22016)):
+    for K, N in sorted({(k, n) for _, k, n in keys}):
         nbytes = kernel_bytes(1, N, K, 128)
         floors[f"{K}x{N}"] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count).us
         print(f"stream floor {K}x{N} {nbytes / 1e6:.1f} MB: {floors[f'{K}x{N}']:.2f} us", flush=True)
     rows = []
     with Compiler(0) as compiler:
-        for M, K, N in KEYS:
+        for M, K, N in keys:
             rng = random.Random(M)
             space = variant_space(M, N, K, 128, device=0)
             sample = list(dict.fromkeys(heuristic_variants(M, N, K, 128, 0) + rng.sample(space, min(cap, len(space)))))
@@ -69,4 +71,5 @@ def main(out_dir, cap=250):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 250)
+    keys = [tuple(int(x) for x in k.split("x")) for k in sys.argv[3].split(",")] if len(sys.argv) > 3 else KEYS
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 250, keys)

@@ -177,6 +177,39 @@ def export(
 
 
 @app.command()
+def bench(
+    shapes: str = typer.Option("llama-7b", help="a preset or KxN,KxN"),
+    m: str = typer.Option("1,2,4,8,16,32,64,128,256,1024,4096", "--m", help="M values"),
+    dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
+    group_size: int = typer.Option(128, help="quantization group size"),
+    out: str = typer.Option("bench.json", help="where to write the JSON results"),
+    plot: Optional[str] = typer.Option("bench.png", help="where to write the plot ('' for none)"),
+    peers: bool = typer.Option(True, help="also time tinygemm (and gemlite if installed)"),
+):
+    """Time the dispatch table's choice beside cuBLAS fp16, tinygemm and gemlite; print a table."""
+    from tunesearch.benchmark import markdown_table, run_bench, write_results
+    from tunesearch.dispatch import DispatchError, load_dispatch
+    from tunesearch.gpu import NoGPUError, require_cuda
+    from tunesearch.shapes import parse_ms, parse_shapes
+
+    try:
+        require_cuda()
+        shape_list, ms = parse_shapes(shapes), parse_ms(m)
+        mm = load_dispatch(dispatch, group_size=group_size)
+    except NoGPUError as exc:
+        _fail(str(exc), 1)
+    except (ValueError, DispatchError) as exc:
+        _fail(str(exc))
+    result = run_bench(mm, shape_list, ms, group_size, peers,
+                       log=lambda r: console.print(f"{r['K']}x{r['N']} M={r['M']}: {r['tunesearch_us']:.1f} us"))
+    write_results(result, out, plot or None)
+    print(markdown_table(result))
+    o = result["python_overhead_us"]
+    print(f"\nPython overhead per call: dispatch {o['dispatch']:.1f} us, direct launch "
+          f"{o['direct_launch']:.1f} us (+{o['overhead']:.1f} us)")
+
+
+@app.command()
 def version():
     """Print the versions tunesearch runs with."""
     import torch

@@ -1,0 +1,133 @@
+"""`tunesearch bench`: the dispatch table's choice beside the peers, on the same harness."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+import torch
+
+from .bench import Operands, fp16_bytes, graph_time, kernel_bytes, relative_error, time_fp16
+from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
+from .peers import time_gemlite, time_tinygemm
+
+
+def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
+    """Host time per call of the dispatcher vs launching its variant directly (M = 1)."""
+    from tunesearch.variants.api import launch
+
+    a = torch.randn(1, K, device="cuda", dtype=torch.float16)
+    packed = torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device="cuda")
+    scales = torch.full((K // mm.group_size, N), 0.01, dtype=torch.float16, device="cuda")
+    variant = mm.resolve(1, N, K, a.device)
+    out = torch.empty(1, N, dtype=torch.float16, device="cuda")
+    result = {}
+    for name, call in (("direct_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),
+                       ("dispatch", lambda: mm(a, packed, scales))):
+        for _ in range(50):
+            call()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(calls):
+            call()
+        host = (time.perf_counter() - t) / calls * 1e6
+        torch.cuda.synchronize()
+        result[name] = host
+    result["overhead"] = result["dispatch"] - result["direct_launch"]
+    return result
+
+
+def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays: int = 20,
+              log=print) -> dict:
+    info = gpu_info(torch.cuda.current_device())
+    bw = measure_copy_bandwidth(info.index)
+    rows, floors = [], {}
+    for K, N in shapes:
+        nbytes = kernel_bytes(1, N, K, group_size)
+        floors[(K, N)] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count, replays).us
+        for M in ms:
+            ops = Operands(M, N, K, group_size, info.l2_bytes)
+            # correctness of the dispatched kernel on this key, against dequantize-then-matmul
+            from .measure import _CheckInputs
+
+            chk = _CheckInputs(M, N, K, group_size, "cuda")
+            err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
+            variant = mm.resolve(M, N, K, chk.a.device)
+            ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
+            del ops, chk
+            row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference",
+                       rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
+                       stream_floor_us=floors[(K, N)] if M == 1 else None,
+                       roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,
+                       fp16_us=time_fp16(M, N, K, info.l2_bytes, replays).us)
+            if peers:
+                try:
+                    row["tinygemm_us"] = time_tinygemm(M, N, K, group_size, info.l2_bytes, replays).us
+                except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
+                    row["tinygemm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                gl = None
+                try:
+                    gl = time_gemlite(M, N, K, group_size, info.l2_bytes, replays)
+                except Exception as exc:
+                    row["gemlite_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                if gl is not None:
+                    row["gemlite_us"] = gl.us
+            row["gbps"] = kernel_bytes(M, N, K, group_size) / (ours.us * 1e-6) / 1e9
+            row["copy_bw_frac"] = row["gbps"] * 1e9 / bw
+            row["speedup_fp16"] = row["fp16_us"] / ours.us
+            peer_times = [row[k] for k in ("tinygemm_us", "gemlite_us") if k in row]
+            row["speedup_best_peer"] = min(peer_times + [row["fp16_us"]]) / ours.us
+            rows.append(row)
+            torch.cuda.empty_cache()
+            log(row)
+    overhead = python_overhead_us(mm, *shapes[0])
+    return dict(
+        gpu=info.to_dict(), copy_bandwidth=bw, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        group_size=group_size, dispatch_source=mm.source, python_overhead_us=overhead,
+        stream_floors={f"{k}x{n}": us for (k, n), us in floors.items()}, rows=rows)
+
+
+def markdown_table(result: dict) -> str:
+    lines = ["| K×N | M | tunesearch µs | variant | % copy BW | floor µs | fp16 µs | tinygemm µs | ×fp16 | ×best peer |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        floor = f"{r['stream_floor_us']:.1f}" if r.get("stream_floor_us") else ""
+        tiny = f"{r['tinygemm_us']:.1f}" if "tinygemm_us" in r else "-"
+        lines.append(f"| {r['K']}×{r['N']} | {r['M']} | {r['tunesearch_us']:.1f} | `{r['variant']}` | "
+                     f"{100 * r['copy_bw_frac']:.0f}% | {floor} | {r['fp16_us']:.1f} | {tiny} | "
+                     f"{r['speedup_fp16']:.2f} | {r['speedup_best_peer']:.2f} |")
+    return "\n".join(lines)
+
+
+def write_results(result: dict, json_path: str, plot_path: str | None = None) -> None:
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1)
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        shapes = sorted({(r["K"], r["N"]) for r in result["rows"]})
+        fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.8), squeeze=False)
+        for ax, (k, n) in zip(axes[0], shapes):
+            rows = [r for r in result["rows"] if (r["K"], r["N"]) == (k, n)]
+            ms = [r["M"] for r in rows]
+            for key, label in (("tunesearch_us", "tunesearch"), ("fp16_us", "cuBLAS fp16"),
+                               ("tinygemm_us", "tinygemm"), ("gemlite_us", "gemlite"),
+                               ("roofline_us", "int4 roofline (copy BW)")):
+                pts = [(r["M"], r[key]) for r in rows if r.get(key)]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], ":" if "roofline" in key else "o-",
+                            label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"K={k} N={n}")
+            ax.set_xlabel("M")
+            ax.set_ylabel("µs")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"{result['gpu']['name']} {result['date']}")
+        fig.tight_layout()
+        fig.savefig(plot_path, dpi=110)
+        plt.close(fig)
