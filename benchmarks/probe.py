@@ -12,7 +12,8 @@ import time
 
 import torch
 
-from tunesearch.bench import Operands, check_variant, kernel_bytes, time_fp16, time_variant
+from tunesearch.bench import REL_TOL, Operands, kernel_bytes, time_fp16, time_variant
+from tunesearch.measure import _CheckInputs
 from tunesearch.compile import Compiler
 from tunesearch.gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
 from tunesearch.variants import FAMILIES, heuristic_variants, variant_space
@@ -40,19 +41,21 @@ def main(out_dir, cap=250, keys=KEYS):
             errors = compiler.compile([v.id for v in sample], M, N, K, 128)
             tc = time.time() - tc
             ops = Operands(M, N, K, 128, info.l2_bytes)
+            inputs = _CheckInputs(M, N, K, 128, "cuda")
             fp16 = time_fp16(M, N, K, info.l2_bytes).us
             tt = time.time()
             for v in sample:
                 row = dict(M=M, K=K, N=N, id=v.id, family=v.family, error=errors[v.id])
                 if row["error"] is None:
                     try:
-                        check_variant(v, M, N, K, 128, seed=1)
-                        row["us"] = time_variant(v, ops).us
+                        err = inputs.check(v, 128)
+                        assert err < REL_TOL, f"relative error {err:.3g}"
+                        row["us"] = time_variant(v, ops, replays=20).us
                     except Exception as exc:
                         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 rows.append(row)
             tt = time.time() - tt
-            del ops
+            del ops, inputs
             roof = kernel_bytes(M, N, K, 128) / bw * 1e6
             print(f"\nM={M} K={K} N={N}: {len(sample)} variants of {len(space)}, compile {tc:.0f}s, "
                   f"check+time {tt:.0f}s; fp16 {fp16:.1f} us; roofline {roof:.2f} us", flush=True)
