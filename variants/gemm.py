@@ -39,22 +39,26 @@ def gemm_kernel(
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
-    offs_k8 = tl.arange(0, BK // 8)
     mask_m = offs_m < M
     mask_n = offs_n < N
     k_per_split = K // SPLIT_K
     k_begin = pid_k * k_per_split
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_begin + offs_k)[None, :] * stride_ak
-    b_ptrs = b_ptr + (k_begin // 8 + offs_k8)[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    shifts = tl.arange(0, 8) * 4
+    # Each packed row is addressed once per k it holds (8 times): the repeats are served from
+    # L1/shared memory, and the block comes out [BK, BN] in k order with no reshape. (A
+    # [BK/8, 8, BN] unpack + reshape compiled to one scalar shared-memory store per weight.)
+    b_ptrs = b_ptr + ((k_begin + offs_k) // 8)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    shifts = ((offs_k % 8) * 4)[:, None]
 
     # 3. the K loop: unpack [BK/8, BN] int32 -> [BK, BN] codes (row k8*8 + j is nibble j), scale, dot
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     for k in range(k_begin, k_begin + k_per_split, BK):
         a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
         packed = tl.load(b_ptrs, mask=mask_n[None, :], other=0)
-        codes = (packed[:, None, :] >> shifts[None, :, None]) & 0xF  # mask after the shift
-        w = tl.reshape((codes - 8).to(tl.float16), (BK, BN))
+        codes = (packed >> shifts) & 0xF  # mask after the shift: the top nibble sets the sign bit
+        # 0x6400 | q is the fp16 1024 + q: an exact int->fp16 conversion without I2F (a slow
+        # instruction, one per weight), then one fp16 subtraction leaves q - 8.
+        w = ((codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0).to(tl.float16)
         if BK <= GROUP:  # the whole block lies in one scale group
             s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
             w = w * s[None, :]

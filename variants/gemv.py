@@ -3,9 +3,10 @@
 At decode the layer is a memory stream and the H200 issues about as many instructions per byte
 as it can move, so the inner loop is kept to three instructions per weight:
 
-* nibble j of a packed int32 is isolated *in place* (``p & (0xF << 4j)``; nibbles 4..7 come
-  from ``p >> 16``, one shift per int32) and OR-ed into the mantissa of 2**23, which bitcasts to
-  the float ``2**23 + q * 16**j`` without an int-to-float conversion (a slow instruction);
+* nibble j of a packed int32 is isolated *in place* under the exponent of 2**23 (each 16-bit
+  half of the int32 is OR-ed with 0x4B000000 once, then one AND per weight keeps the exponent
+  and nibble j), which bitcasts to the float ``2**23 + q * 16**j`` without an int-to-float
+  conversion (a slow instruction);
 * one FADD removes ``2**23 + 8 * 16**j``, leaving ``(q - 8) * 16**j`` exactly;
 * one FFMA accumulates it against the activation pre-multiplied by ``16**-j`` (exact: a power
   of two), so the ``16**j`` cancels.
@@ -37,42 +38,48 @@ def gemv_kernel(
     pid_k = tl.program_id(1)
     pid_m = tl.program_id(2)
 
-    # 2. pointers (K % (BK * SPLIT_K) == 0 is guaranteed by the variant space)
+    # 2. pointers, all 3-D [BM, BK/8, BN] from the start: the packed block, the activations
+    #    and the accumulator then share one register layout. (Built 2-D and broadcast, each
+    #    nibble's block took a shared-memory layout conversion: 134 barriers per loop.)
+    #    K % (BK * SPLIT_K) == 0 is guaranteed by the variant space.
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k8 = tl.arange(0, BK8)
-    mask_m = offs_m < M
-    mask_n = offs_n < N
+    m3 = offs_m[:, None, None]
+    k3 = tl.arange(0, BK8)[None, :, None]
+    n3 = offs_n[None, None, :]
+    mask_m3 = m3 < M
+    mask_n3 = n3 < N
     k_per_split = K // SPLIT_K
     k_begin = pid_k * k_per_split
-    b_ptrs = b_ptr + (k_begin // 8 + offs_k8)[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_begin + offs_k8 * 8)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_begin // 8 + k3) * stride_bk + n3 * stride_bn  # [1, BK8, BN]
+    a_ptrs = a_ptr + m3 * stride_am + (k_begin + k3 * 8) * stride_ak  # [BM, BK8, 1]
 
     # 3. the K loop
     acc = tl.zeros([BM, BK8, BN], dtype=tl.float32)
     for k in range(k_begin, k_begin + k_per_split, BK):
-        packed = tl.load(b_ptrs, mask=mask_n[None, :], other=0)
-        packed_hi = packed >> 16  # nibbles 4..7 moved to bits 0..15 (upper bits masked below)
+        packed = tl.load(b_ptrs, mask=mask_n3, other=0)
+        # per int32: nibbles 0..3 and 4..7 each under the exponent of 2**23 (two ops per half),
+        # so that per weight a single AND (one immediate: one LOP3) isolates the field
+        base_lo = (packed & 0xFFFF) | 0x4B000000
+        base_hi = ((packed >> 16) & 0xFFFF) | 0x4B000000
         block = tl.zeros([BM, BK8, BN], dtype=tl.float32)
         for j in tl.static_range(8):
             if j < 4:
-                src = packed
+                src = base_lo
             else:
-                src = packed_hi
+                src = base_hi
             # (a constexpr cannot be re-bound inside static_range, so the shift is spelled out)
-            field = (src & (0xF << (4 * (j % 4)))) | 0x4B000000  # 2**23 + q * 16**(j%4) as bits
+            field = src & (0x4B000000 | (0xF << (4 * (j % 4))))  # 2**23 + q * 16**(j%4) as bits
             w = field.to(tl.float32, bitcast=True) - (8388608.0 + 8.0 * (1 << (4 * (j % 4))))
-            a_j = tl.load(a_ptrs + j * stride_ak, mask=mask_m[:, None], other=0.0)
+            a_j = tl.load(a_ptrs + j * stride_ak, mask=mask_m3, other=0.0)
             a_j = a_j.to(tl.float32) * (1.0 / (1 << (4 * (j % 4))))
-            block += a_j[:, :, None] * w[None, :, :]
+            block += a_j * w
         if BK <= GROUP:  # one scale row for the whole block
-            s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-            acc += block * s.to(tl.float32)[None, None, :]
+            s = tl.load(s_ptr + (k // GROUP) * stride_sg + n3 * stride_sn, mask=mask_n3, other=0.0)
         else:
-            g = (k + offs_k8 * 8) // GROUP
-            s = tl.load(s_ptr + g[:, None] * stride_sg + offs_n[None, :] * stride_sn,
-                        mask=mask_n[None, :], other=0.0)
-            acc += block * s.to(tl.float32)[None, :, :]
+            s = tl.load(s_ptr + ((k + k3 * 8) // GROUP) * stride_sg + n3 * stride_sn,
+                        mask=mask_n3, other=0.0)
+        acc += block * s.to(tl.float32)
         a_ptrs += BK * stride_ak
         b_ptrs += BK8 * stride_bk
 

@@ -32,7 +32,7 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                  GROUP_M=(1, 8), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "splitk": dict(BM=(16, 32, 64), BN=(32, 64, 128, 256), BK=(32, 64, 128),
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
-    "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512), BK=(32, 64, 128, 256),
+    "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512, 1024), BK=(32, 64, 128, 256),
                  SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
