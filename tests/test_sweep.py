@@ -1,0 +1,107 @@
+"""The whole pipeline on CPU: a tiny sweep under TRITON_INTERPRET=1 with the test-only
+interpreter measurer (its 'timings' are interpreter wall times, meaningless as speed)."""
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from tunesearch.cli import app
+from tunesearch.db import Key, Store, StoreError
+from tunesearch.sweep import SweepSettings, run_sweep
+
+
+
+@pytest.fixture
+def interp(kernel_device):
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter sweep runs with TRITON_INTERPRET=1")
+
+
+def tiny(trials=4, **kw):
+    return SweepSettings(shapes=[(256, 72)], ms=[1, 3], group_size=64, trials=trials,
+                         interpret_test=True, **kw)
+
+
+def test_sweep_stores_trials_and_resumes(tmp_path, interp):
+    url = f"sqlite:///{tmp_path}/ts.db"
+    store = Store(url)
+    first = run_sweep(store, tiny())
+    assert first.status == "done" and first.trials_run == 8
+    trials = store.trials()
+    assert len(trials) == 8
+    assert len({(t.m, t.variant_id) for t in trials}) == 8  # no duplicates
+    assert all(t.status == "ok" and t.us > 0 for t in trials)
+    assert {t.m for t in first.best} == {1, 3}
+    # Optuna's studies live in the same database
+    names = optuna.get_all_study_names(storage=url)
+    assert Key("interpreter-test", 1, 72, 256, 64).study_name in names
+
+    again = run_sweep(Store(url), tiny())
+    assert again.trials_run == 0  # nothing measured twice
+    more = run_sweep(Store(url), tiny(trials=6))
+    assert more.trials_run == 4  # only the 2 missing per key
+    assert len(Store(url).trials()) == 12
+
+    fresh = run_sweep(Store(url), tiny(fresh=True))
+    assert fresh.trials_run == 8
+    assert len(Store(url).trials()) == 8
+
+
+def test_time_budget_stops_the_sweep(tmp_path, interp):
+    store = Store(f"sqlite:///{tmp_path}/ts.db")
+    result = run_sweep(store, tiny(time_budget=1e-6))
+    assert result.status == "budget" and result.trials_run == 0
+
+
+def test_cli_sweep_show_export(tmp_path, interp, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    db = f"sqlite:///{tmp_path}/cli.db"
+    r = runner.invoke(app, ["sweep", "--interpret-test", "--shapes", "256x72", "--m", "1,3",
+                            "--group-size", "64", "--trials", "3", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "6 new trials" in r.output
+    r = runner.invoke(app, ["show", "--db", db, "--plot", str(tmp_path / "roof.png")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "roof.png").stat().st_size > 1000
+    r = runner.invoke(app, ["export", str(tmp_path / "d.json"), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "2 buckets" in r.output
+
+
+def test_sweep_without_gpu_fails_with_one_clear_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = CliRunner().invoke(app, ["sweep", "--db", f"sqlite:///{tmp_path}/x.db"])
+    assert r.exit_code == 1
+    assert "no CUDA GPU" in r.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shapes", "4096x"], "bad shape"),
+    (["--m", "0"], "--m"),
+    (["--shapes", "4000x4096", "--group-size", "128"], "multiple of --group-size"),
+    (["--time-budget", "soon"], "time-budget"),
+    (["--db", "notaurl"], "invalid database URL"),
+])
+def test_cli_rejects_bad_flags(tmp_path, args, message):
+    r = CliRunner().invoke(app, ["sweep", "--interpret-test", "--db", f"sqlite:///{tmp_path}/x.db", *args]
+                           if "--db" not in args else ["sweep", "--interpret-test", *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.output
+
+
+def test_store_refuses_an_unknown_schema(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    store = Store(url)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE ts_meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(StoreError, match="schema 99"):
+        Store(url)
+
+
+def test_store_uses_wal_on_sqlite(tmp_path):
+    store = Store(f"sqlite:///{tmp_path}/w.db")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
