@@ -70,3 +70,15 @@ def test_heuristics_are_valid_and_cover_families():
         assert seeds and all(variant_error(v, M, 11008, 4096) is None for v in seeds)
         assert {v.family for v in seeds} <= set(FAMILIES)
     assert heuristic_variants(1, 11008, 4096)[0].family == "gemv"
+
+
+def test_spread_variants_start_each_family_at_its_heuristic_and_corners():
+    from tunesearch.variants import spread_variants
+
+    seeds = spread_variants(1, 11008, 4096, per_family=4)
+    heuristics = heuristic_variants(1, 11008, 4096)
+    assert len(seeds) == 4 * len(heuristics) and len(set(seeds)) == len(seeds)
+    for h in heuristics:
+        family = [v for v in seeds if v.family == h.family]
+        assert family[0] == h and len(family) == 4
+    assert all(variant_error(v, 1, 11008, 4096) is None for v in seeds)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
-from tunesearch.variants import heuristic_variants
+from tunesearch.variants import spread_variants
 
 from .search import KeySearch, code_version, neighbour_seeds
 
@@ -112,8 +112,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=getattr(compiler, "limits", None))
             search.fp16_us = fp16
-            search.enqueue(heuristic_variants(key.m, key.n, key.k, key.group_size)
-                           + neighbour_seeds(store, key, settings.ms))
+            search.enqueue(neighbour_seeds(store, key, settings.ms)
+                           + spread_variants(key.m, key.n, key.k, key.group_size))
             trials_run += search.run(settings.trials, deadline, compiler,
                                      on_trial=progress.trial if progress else None)
             measurer.release()

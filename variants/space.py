@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -27,13 +28,15 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
 FAMILIES = tuple(FAMILY_PARAMS)
 
 # The grids each family's space is drawn from (before filtering by variant_error).
+# gemv has one num_stages: Triton does not software-pipeline its loop, and on the H200 the 566
+# gemv pairs differing only in num_stages (1 vs 2) timed within noise (median ratio 1.000).
 FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     "gemm": dict(BM=(16, 32, 64, 128, 256), BN=(32, 64, 128, 256), BK=(32, 64, 128),
                  GROUP_M=(1, 8), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "splitk": dict(BM=(16, 32, 64), BN=(32, 64, 128, 256), BK=(32, 64, 128),
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512, 1024), BK=(32, 64, 128, 256),
-                 SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
+                 SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1,)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
 DEQUANT_MIN_M = 256  # below this the fp16 weights' extra traffic cannot pay
@@ -258,3 +261,22 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
                 seeds.append(variant)
                 break
     return seeds
+
+
+def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
+                    per_family: int = 4) -> list[Variant]:
+    """Starting points for a search: per family, its heuristic seed, then the valid variants
+    farthest (in log2 parameter steps) from those already chosen, so every family's space is
+    sampled at its corners before a model is fitted."""
+    limits = DeviceLimits.of(device)
+    chosen: list[Variant] = []
+    for seed in heuristic_variants(M, N, K, group_size, limits):
+        family = [v for v in family_space(seed.family, M, N, K, group_size, limits)]
+        picks = [seed]
+        logs = {v: [math.log2(x) for x in v.params.values()] for v in family}
+        while len(picks) < min(per_family, len(family)):
+            far = max(family, key=lambda v: (min(sum(abs(a - b) for a, b in zip(logs[v], logs[p]))
+                                                 for p in picks), v.id))
+            picks.append(far)
+        chosen += picks
+    return chosen

@@ -1,0 +1,51 @@
+"""The exported table on the GPU: correct for llama-7b shapes over M in 1..4096, capturable in a
+CUDA graph, compilable. TUNESEARCH_DISPATCH names the table (default: the packaged tables)."""
+import os
+
+import pytest
+import torch
+
+from tunesearch import load_dispatch
+from tunesearch.bench import relative_error
+from tunesearch.shapes import parse_shapes
+from tunesearch.variants import dequantize, quantize_pack
+
+MS = [1, 2, 3, 5, 8, 13, 16, 24, 31, 33, 64, 100, 128, 255, 512, 1000, 2048, 4096]
+
+
+@pytest.fixture(scope="module")
+def mm():
+    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)
+    mm.warmup(parse_shapes("llama-7b"), max_m=4096)
+    return mm
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K,N", parse_shapes("llama-7b"))
+def test_dispatch_matches_reference_for_every_m(mm, K, N):
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    w = dequantize(packed, scales, 128).float()
+    for M in MS:
+        a = torch.randn(M, K, device="cuda").half()
+        err = relative_error(mm(a, packed, scales), a.float() @ w)
+        assert err < 2e-3, f"K={K} N={N} M={M}: {mm.resolve(M, N, K, a.device)} error {err:.3g}"
+
+
+@pytest.mark.gpu
+def test_dispatch_in_a_cuda_graph_and_torch_compile(mm):
+    K, N = 4096, 11008
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    for M in (1, 16, 256):
+        a = torch.randn(M, K, device="cuda").half()
+        eager = mm.op(a, packed, scales)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = mm.op(a, packed, scales)
+        a.copy_(torch.randn_like(a))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, mm(a, packed, scales))
+        assert not torch.equal(captured, eager)
+    compiled = torch.compile(lambda x: mm.op(x, packed, scales), fullgraph=True)
+    a = torch.randn(4, K, device="cuda").half()
+    assert torch.equal(compiled(a), mm(a, packed, scales))

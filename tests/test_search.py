@@ -1,0 +1,43 @@
+"""KeySearch against a synthetic landscape: valid-only proposals, store-answered repeats."""
+import time
+
+from tunesearch.db import Key, Store
+from tunesearch.measure import Result
+from tunesearch.search import KeySearch
+from tunesearch.variants import spread_variants, variant_error
+
+
+class Landscape:
+    """A made-up timing per variant with one clear optimum; counts every measurement."""
+    copy_bandwidth = 1e12
+
+    def __init__(self, best_id):
+        self.best_id, self.calls = best_id, []
+
+    def measure(self, variant):
+        self.calls.append(variant.id)
+        us = 5.0 if variant.id == self.best_id else 20.0 + (hash(variant.id) % 1000) / 100
+        return Result("ok", None, us, 0.0, 0.0)
+
+
+def search(tmp_path, measurer, trials, M=1, N=4096, K=4096):
+    key = Key("synthetic", M, N, K, 128)
+    s = KeySearch(Store(f"sqlite:///{tmp_path}/s.db"), measurer, key, code="c", gpu_id=1,
+                  sweep_id=None, versions={}, seed=0)
+    s.enqueue(spread_variants(M, N, K, 128))
+    s.run(trials, deadline=time.time() + 120)
+    return s
+
+
+def test_only_valid_variants_run_and_none_twice(tmp_path):
+    m = Landscape("gemv.bm1.bn64.bk32.sk16.w8.s1")
+    s = search(tmp_path, m, trials=40)
+    assert len(m.calls) == 40 == len(set(m.calls))
+    assert all(variant_error(__import__("tunesearch").variants.Variant.from_id(v), 1, 4096, 4096) is None
+               for v in m.calls)
+    assert {v.split(".")[0] for v in m.calls} == {"gemm", "splitk", "gemv"}
+    # resuming with a larger budget measures only the difference
+    m2 = Landscape(m.best_id)
+    s2 = KeySearch(s.store, m2, s.key, code="c", gpu_id=1, sweep_id=None, versions={}, seed=1)
+    s2.run(50, deadline=time.time() + 120)
+    assert len(m2.calls) == 10 and not set(m2.calls) & set(m.calls)
