@@ -165,6 +165,19 @@ def test_dequant_then_matmul_family(variant_id, kernel_device):
     M, N, K, G = 256, 200, 256, 64
     variant = Variant.from_id(variant_id)
     assert variant_error(variant, M, N, K, G) is None
-    assert variant_error(variant, 16, N, K, G) is not None  # only where it can pay
+    assert variant_error(variant, 16, N, K, G, prune=True) is not None  # searched where it can pay
     a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=9)
     run_checked(variant, a, packed, scales, G, ref)
+    a, packed, scales, ref = make_problem(5, N, K, G, kernel_device, seed=10)  # but runs anywhere
+    run_checked(variant, a, packed, scales, G, ref)
+
+
+def test_pruned_variants_still_compute_the_right_answer(kernel_device):
+    """The runtime may pick a bucket's variant for an M it was not searched at."""
+    M, N, K, G = 33, 72, 256, 64
+    for vid in ("gemv.bm16.bn64.bk32.sk2.w4.s1", "gemm.bm64.bn128.bk64.g8.w4.s2"):
+        variant = Variant.from_id(vid)
+        assert variant_error(variant, M, N, K, G) is None
+        assert variant_error(variant, M, N, K, G, prune=True) is not None
+        a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=12)
+        run_checked(variant, a, packed, scales, G, ref)

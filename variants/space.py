@@ -143,9 +143,21 @@ def _group_ok(bk: int, group_size: int) -> bool:
 
 
 def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 128,
-                  device=None) -> str | None:
-    """Why ``variant`` cannot (or should not) run (M, N, K, G) on ``device``; None when it can."""
+                  device=None, prune: bool = False) -> str | None:
+    """Why ``variant`` cannot run (M, N, K, G) on ``device``; None when it can.
+
+    With ``prune=True`` also why it *should not*: configs that run correctly but cannot win
+    (a tile wider than the problem, split-K when tiles already fill the GPU, ...). The search
+    space prunes; ``matmul`` and the runtime accept any variant that computes the right answer.
+    """
     limits = DeviceLimits.of(device)
+    reason = _hard_error(variant, M, N, K, group_size, limits)
+    if reason is None and prune:
+        reason = _pruned(variant, M, N, K, limits)
+    return reason
+
+
+def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     p = variant.params
     for name in ("BM", "BN", "BK", "num_warps"):
         if name in p and p[name] & (p[name] - 1):
@@ -158,14 +170,45 @@ def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 12
     if K % (bk * split_k):
         return f"K={K} is not a multiple of BK*SPLIT_K={bk * split_k}"
     if variant.family == "dequant":
-        if M < DEQUANT_MIN_M:
-            return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
-        if bn > max(64, next_pow2(N)):
-            return f"BN={bn} is wider than N={N} needs"
         return None
     bm, stages = p["BM"], p["num_stages"]
     if not _group_ok(bk, group_size):
         return f"BK={bk} and group size {group_size} do not divide one another"
+    if variant.family == "gemv":
+        # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
+        regs = (2 * bm * (bk // 8) * bn + (bk // 8) * bn) // threads
+        if regs > 128:
+            return f"about {regs} registers/thread of accumulators (limit 128)"
+        return None
+    if min(bm, bn, bk) < 16:
+        return "tl.dot needs BM, BN, BK >= 16"
+    if bm * bn // threads > 128:
+        return f"{bm * bn // threads} fp32 accumulator registers/thread (limit 128)"
+    if bk * bn // threads > 128:
+        return f"{bk * bn // threads} dequantized weight values/thread (limit 128)"
+    # Packed rows are staged once per k they hold (BK x BN int32, stages - 1 buffers), A per
+    # stage, plus the fp16 tile wgmma reads. Fitted to the sweep's 206 shared-memory compile
+    # failures on the H200: it flags all of them and none of the 1279 tiles that compiled.
+    smem = (stages - 1) * bk * bn * 4 + stages * bm * bk * 2 + bk * bn * 2
+    if smem > limits.shared_memory:
+        return f"needs ~{smem} B of shared memory, the device has {limits.shared_memory}"
+    if variant.family == "splitk":
+        if split_k < 2:
+            return "splitk needs SPLIT_K >= 2"
+        if split_k * M * N * 4 > 256 << 20:
+            return "split-K workspace over 256 MiB"
+    return None
+
+
+def _pruned(variant: Variant, M, N, K, limits) -> str | None:
+    p = variant.params
+    if variant.family == "dequant":
+        if M < DEQUANT_MIN_M:
+            return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
+        if p["BN"] > max(64, next_pow2(N)):
+            return f"BN={p['BN']} is wider than N={N} needs"
+        return None
+    bm, bn = p["BM"], p["BN"]
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
             return f"gemv is for M <= {GEMV_MAX_M}, got M={M}"
@@ -173,36 +216,18 @@ def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 12
             return f"BM={bm} exceeds next_pow2(M)={next_pow2(M)}"
         if bn > max(64, next_pow2(N)):
             return f"BN={bn} is wider than N={N} needs"
-        # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
-        regs = (2 * bm * (bk // 8) * bn + (bk // 8) * bn) // threads
-        if regs > 128:
-            return f"about {regs} registers/thread of accumulators (limit 128)"
         return None
-    # tensor-core families
-    if min(bm, bn, bk) < 16:
-        return "tl.dot needs BM, BN, BK >= 16"
     if bm > max(16, next_pow2(M)):
         return f"BM={bm} exceeds max(16, next_pow2(M))={max(16, next_pow2(M))}"
     if bn > max(32, next_pow2(N)):
         return f"BN={bn} is wider than N={N} needs"
-    if bm * bn // threads > 128:
-        return f"{bm * bn // threads} fp32 accumulator registers/thread (limit 128)"
-    if bk * bn // threads > 128:
-        return f"{bk * bn // threads} dequantized weight values/thread (limit 128)"
-    smem = stages * (bm * bk * 2 + bk * bn // 2) + bk * bn * 2
-    if smem > limits.shared_memory:
-        return f"needs ~{smem} B of shared memory, the device has {limits.shared_memory}"
-    tiles = cdiv(M, bm) * cdiv(N, bn)
     if variant.family == "gemm":
         if p["GROUP_M"] > 1 and cdiv(M, bm) == 1:
             return "GROUP_M > 1 with a single row of tiles is the same kernel as GROUP_M = 1"
         return None
-    if split_k < 2:
-        return "splitk needs SPLIT_K >= 2"
+    tiles = cdiv(M, bm) * cdiv(N, bn)
     if tiles >= 4 * limits.num_sms:
         return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
-    if split_k * M * N * 4 > 256 << 20:
-        return "split-K workspace over 256 MiB"
     return None
 
 
@@ -212,7 +237,7 @@ def family_space(family: str, M: int, N: int, K: int, group_size: int = 128,
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
         variant = Variant(family, dict(zip(names, values)))
-        if variant_error(variant, M, N, K, group_size, device) is None:
+        if variant_error(variant, M, N, K, group_size, device, prune=True) is None:
             yield variant
 
 
@@ -257,7 +282,7 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     for family in order:
         for params in _preferences(family, M, N, K, limits):
             variant = Variant(family, params)
-            if variant_error(variant, M, N, K, group_size, limits) is None:
+            if variant_error(variant, M, N, K, group_size, limits, prune=True) is None:
                 seeds.append(variant)
                 break
     return seeds
