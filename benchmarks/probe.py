@@ -10,7 +10,6 @@ import random
 import sys
 import time
 
-import torch
 
 from tunesearch.bench import REL_TOL, Operands, kernel_bytes, time_fp16, time_variant
 from tunesearch.measure import _CheckInputs

@@ -2,7 +2,6 @@
 import random
 
 import pytest
-import torch
 
 from tunesearch.bench import check_variant
 from tunesearch.variants import FAMILIES, heuristic_variants, variant_space

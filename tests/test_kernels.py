@@ -2,7 +2,6 @@
 
 Runs in Triton's interpreter on the CPU (CI sets TRITON_INTERPRET=1) or on a CUDA GPU.
 """
-import math
 import random
 
 import pytest

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from .bench import Operands, fp16_bytes, graph_time, kernel_bytes, relative_error, time_fp16
+from .bench import Operands, graph_time, kernel_bytes, relative_error, time_fp16
 from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
 from .peers import time_gemlite, time_tinygemm
 
@@ -112,7 +112,6 @@ def write_results(result: dict, json_path: str, plot_path: str | None = None) ->
         fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.8), squeeze=False)
         for ax, (k, n) in zip(axes[0], shapes):
             rows = [r for r in result["rows"] if (r["K"], r["N"]) == (k, n)]
-            ms = [r["M"] for r in rows]
             for key, label in (("tunesearch_us", "tunesearch"), ("fp16_us", "cuBLAS fp16"),
                                ("tinygemm_us", "tinygemm"), ("gemlite_us", "gemlite"),
                                ("roofline_us", "int4 roofline (copy BW)")):

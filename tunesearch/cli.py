@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Optional
 
 import typer

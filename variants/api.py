@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 import torch
-import triton
 
 from .dequant import dequant_kernel
 from .gemm import gemm_kernel
