@@ -13,7 +13,8 @@ from .peers import time_gemlite, time_tinygemm
 
 
 def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
-    """Host time per call of the dispatcher vs launching its variant directly (M = 1)."""
+    """Host time per call (M = 1): the dispatcher, against Triton's own launch of the same
+    variant (``kernel[grid](...)``, what a hand-written caller does)."""
     from tunesearch.variants.api import launch
 
     a = torch.randn(1, K, device="cuda", dtype=torch.float16)
@@ -22,7 +23,7 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
     variant = mm.resolve(1, N, K, a.device)
     out = torch.empty(1, N, dtype=torch.float16, device="cuda")
     result = {}
-    for name, call in (("direct_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),
+    for name, call in (("triton_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),
                        ("dispatch", lambda: mm(a, packed, scales))):
         for _ in range(50):
             call()
@@ -33,7 +34,7 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
         host = (time.perf_counter() - t) / calls * 1e6
         torch.cuda.synchronize()
         result[name] = host
-    result["overhead"] = result["dispatch"] - result["direct_launch"]
+    result["overhead"] = result["dispatch"] - result["triton_launch"]
     return result
 
 

@@ -204,8 +204,8 @@ def bench(
     write_results(result, out, plot or None)
     print(markdown_table(result))
     o = result["python_overhead_us"]
-    print(f"\nPython overhead per call: dispatch {o['dispatch']:.1f} us, direct launch "
-          f"{o['direct_launch']:.1f} us (+{o['overhead']:.1f} us)")
+    print(f"\nhost time per call (M=1): dispatch {o['dispatch']:.1f} us, Triton's own launch of the same "
+          f"kernel {o['triton_launch']:.1f} us (difference {o['overhead']:+.1f} us)")
 
 
 @app.command()

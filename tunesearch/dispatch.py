@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from tunesearch.variants import Variant, heuristic_variants, reference_matmul, variant_error
-from tunesearch.variants.api import check_inputs, interpreting, launch
+from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 
 from .export import SCHEMA, merge_tables
 
@@ -177,18 +177,26 @@ class Dispatcher:
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
         key = (a.shape, a.stride(), a.dtype, a.device, packed.shape, scales.shape)
-        hit = self._cache.get(key)
-        if hit is None:
-            M, N, K = check_inputs(a, packed, scales, self.group_size)
-            hit = self._cache[key] = (self.resolve(M, N, K, a.device), M, N)
-        variant, M, N = hit
-        if not (packed.is_contiguous() and scales.is_contiguous()) or packed.dtype != torch.int32 \
-                or scales.dtype != torch.float16 or packed.device != a.device:
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = self._entry(a, packed, scales)
+        launcher, M, N = entry
+        if (packed.dtype is not torch.int32 or scales.dtype is not torch.float16
+                or not packed.is_contiguous() or not scales.is_contiguous()
+                or packed.get_device() != a.get_device() or scales.get_device() != a.get_device()):
             check_inputs(a, packed, scales, self.group_size)  # raises the precise error
-        if variant is None:
+        if launcher is None:
             return reference_matmul(a, packed, scales, self.group_size)
+        return launcher(a, packed, scales, torch.empty((M, N), dtype=torch.float16, device=a.device))
+
+    def _entry(self, a, packed, scales):
+        """First call of a key: validate fully, resolve the variant, build its launcher."""
+        M, N, K = check_inputs(a, packed, scales, self.group_size)
+        variant = self.resolve(M, N, K, a.device)
+        if variant is None:
+            return None, M, N
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
-        return launch(variant, a, packed, scales, out, self.group_size)
+        return make_launcher(variant, a, packed, scales, out, self.group_size), M, N
 
     def warmup(self, shapes, max_m: int = 4096) -> int:
         """Compile every variant the table can pick for ``shapes`` [(K, N), ...] and M <= max_m,
