@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
-from tunesearch.variants import spread_variants
+from tunesearch.variants import DeviceLimits, spread_variants, variant_space
 
 from .search import KeySearch, code_version, neighbour_seeds
 
@@ -55,6 +55,12 @@ def _versions(info, code: str) -> dict:
                 tunesearch=info.tunesearch_version, code=code)
 
 
+def _key_done(store: Store, key: Key, trials: int, code: str, limits) -> bool:
+    """Already measured as many variants as this sweep would (resume without GPU setup)."""
+    measured = sum(1 for t in store.trials(key) if t.code_version == code)
+    return measured >= min(trials, len(variant_space(key.m, key.n, key.k, key.group_size, limits)))
+
+
 def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
     if settings.interpret_test:
         from .measure import InterpreterMeasurer
@@ -90,6 +96,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     index, count = settings.part
     keys = keys[index::count]
     trials_run, status = 0, "done"
+    limits = DeviceLimits.of(device) if device is not None else None
     try:
         for key in keys:
             if time.time() >= deadline:
@@ -103,6 +110,10 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                     pass
             if progress:
                 progress.start_key(key)
+            if not settings.fresh and _key_done(store, key, settings.trials, code, limits):
+                if progress:
+                    progress.end_key(key)
+                continue
             measurer.prepare(key.m, key.n, key.k, key.group_size)
             fp16 = store.baseline(key.gpu, key.m, key.n, key.k)
             if fp16 is None or settings.fresh:
@@ -110,7 +121,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 store.set_baseline(key.gpu, key.m, key.n, key.k, fp16)
             search = KeySearch(store, measurer, key, code=code, gpu_id=gpu_row.id, sweep_id=sweep.id,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
-                               limits=getattr(compiler, "limits", None))
+                               limits=limits)
             search.fp16_us = fp16
             search.enqueue(neighbour_seeds(store, key, settings.ms)
                            + spread_variants(key.m, key.n, key.k, key.group_size))
