@@ -7,8 +7,9 @@ import random
 import pytest
 import torch
 
-from tunesearch.variants import (FAMILIES, Variant, dequantize, matmul, quantize_pack,
+from tunesearch.variants import (FAMILIES, GEMV_MAX_M, Variant, dequantize, matmul, quantize_pack,
                                  reference_matmul, variant_error, variant_space)
+from tunesearch.variants.space import DEQUANT_MIN_M
 
 REL_TOL = 2e-3
 
@@ -59,7 +60,9 @@ def run_checked(variant, a, packed, scales, G, ref):
 def test_kernels_match_dequantized_reference(M, N, K, G, kernel_device):
     a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=M * 1000 + N + K + G)
     variants = sample_variants(M, N, K, G)
-    assert {v.family for v in variants} == ({"gemm", "splitk", "gemv"} if M <= 16 else {"gemm", "splitk"})
+    expected = {"gemm", "splitk"} | ({"gemv"} if M <= GEMV_MAX_M else set()) \
+        | ({"dequant"} if M >= DEQUANT_MIN_M else set())
+    assert {v.family for v in variants} == expected
     for variant in variants:
         run_checked(variant, a, packed, scales, G, ref)
 

@@ -39,7 +39,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                  SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1,)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
-DEQUANT_MIN_M = 256  # below this the fp16 weights' extra traffic cannot pay
+# Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
+# table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
+# never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
+DEQUANT_MIN_M = 32
 
 
 @dataclass(frozen=True)
