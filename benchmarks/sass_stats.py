@@ -1,0 +1,65 @@
+"""SASS instruction counts of the kernels, compiled for sm_90 on a machine without a GPU.
+
+    python benchmarks/sass_stats.py
+Triton compiles for GPUTarget("cuda", 90, 32) without a device and ships ptxas and cuobjdump, so the
+loop's instruction mix (conversions, shared-memory stores, barriers, loads per weight) can be read
+before spending device time. Integer arguments are marked divisible by 16, as the real launch
+specializes them for llama shapes.
+"""
+import collections
+import os
+import re
+import subprocess
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from tunesearch.variants.gemm import gemm_kernel
+from tunesearch.variants.gemv import gemv_kernel
+
+ARGS = ["a_ptr", "b_ptr", "s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "M", "N", "K", "stride_am", "stride_ak",
+        "stride_bk", "stride_bn", "stride_sg", "stride_sn", "stride_cm", "stride_cn"]
+TYPES = ["*fp16", "*i32", "*fp16", "*fp16", "*fp32", "*i32"] + ["i32"] * 11
+UNIT_STRIDES = dict(stride_ak=1, stride_bn=1, stride_sn=1, stride_cn=1)
+DIVISIBLE = (0, 1, 2, 3, 4, 5, 7, 8, 11, 13, 15)  # pointers, N, K and the row strides
+
+
+def compile_sm90(kernel, constexprs: dict, num_warps: int, num_stages: int):
+    consts = {**UNIT_STRIDES, **constexprs}
+    signature = {name: ("constexpr" if name in consts else t) for name, t in zip(ARGS, TYPES)}
+    signature.update({name: "constexpr" for name in consts})
+    src = ASTSource(kernel, signature, constexprs=consts,
+                    attrs={(i,): [["tt.divisibility", 16]] for i in DIVISIBLE})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def sass_counts(compiled) -> collections.Counter:
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+    ops = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", line).split()[0]
+           for line in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
+    return collections.Counter(op.split(".")[0] for op in ops)
+
+
+def main():
+    show = ("LOP3", "FADD", "FFMA", "LDG", "LDGSTS", "STS", "LDS", "BAR", "I2F", "HADD2", "HMUL2", "IMAD")
+    cases = [("gemv", gemv_kernel, dict(GROUP=128, BM=1, BN=256, BK=128, SPLIT_K=8), 4, 1),
+             ("gemv", gemv_kernel, dict(GROUP=128, BM=4, BN=256, BK=32, SPLIT_K=8), 4, 1),
+             ("gemm", gemm_kernel, dict(GROUP=128, BM=64, BN=128, BK=64, GROUP_M=8, SPLIT_K=1), 4, 3),
+             ("gemm", gemm_kernel, dict(GROUP=128, BM=16, BN=64, BK=128, GROUP_M=1, SPLIT_K=4), 4, 3)]
+    print("whole-kernel SASS instructions per (thread x weight x row) of one loop iteration")
+    for name, kernel, meta, warps, stages in cases:
+        counts = sass_counts(compile_sm90(kernel, meta, warps, stages))
+        per = meta["BM"] * meta["BN"] * meta["BK"] / (32 * warps)
+        detail = " ".join(f"{op}={counts[op] / per:.2f}" for op in show if counts[op])
+        print(f"{name} {meta} w{warps} s{stages}: total {sum(counts.values()) / per:.2f} | {detail}")
+
+
+if __name__ == "__main__":
+    main()
