@@ -87,14 +87,18 @@ class InterpreterMeasurer:
     copy_bandwidth = 1e9
 
     def __init__(self):
+        self.info = self.test_info()
+        self.device = None
+
+    @staticmethod
+    def test_info():
         from .gpu import GPUInfo
 
-        self.info = GPUInfo(index=0, name="interpreter-test", capability="0.0", sm_count=1,
-                            l2_bytes=0, memory_bytes=0, driver="none", torch_version=torch.__version__,
-                            triton_version=__import__("triton").__version__,
-                            tunesearch_version=__import__("tunesearch").__version__,
-                            datasheet_bandwidth=None)
-        self.device = None
+        return GPUInfo(index=0, name="interpreter-test", capability="0.0", sm_count=1,
+                       l2_bytes=0, memory_bytes=0, driver="none", torch_version=torch.__version__,
+                       triton_version=__import__("triton").__version__,
+                       tunesearch_version=__import__("tunesearch").__version__,
+                       datasheet_bandwidth=None)
 
     def prepare(self, M, N, K, G):
         self.key = (M, N, K, G)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
+import socket
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import optuna
@@ -40,6 +43,41 @@ def code_version() -> str:
         digest.update(name.encode())
         digest.update((root / name).read_bytes())
     return digest.hexdigest()[:12]
+
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+STALE_AFTER = timedelta(hours=1)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def fail_stale_trials(study: optuna.Study) -> int:
+    """Mark RUNNING trials whose process is gone (killed mid-sweep) as FAIL, so none stays
+    RUNNING forever: the owner's pid is checked on this host; elsewhere, after STALE_AFTER."""
+    host = socket.gethostname()
+    now = datetime.now()
+    failed = 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        owner = str(t.user_attrs.get("owner", ""))
+        owner_host, _, pid = owner.rpartition(":")
+        if owner == OWNER:
+            continue
+        if owner_host == host and pid.isdigit():
+            stale = not _process_alive(int(pid))
+        else:  # another host, or asked a moment ago and not yet stamped: only age tells
+            stale = t.datetime_start is not None and now - t.datetime_start > STALE_AFTER
+        if stale:
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            failed += 1
+    return failed
 
 
 def default_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
@@ -74,6 +112,7 @@ class KeySearch:
         self.study = optuna.create_study(study_name=key.study_name, storage=storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
         self.fp16_us = None
+        self.stale_failed = fail_stale_trials(self.study)
 
     # -- proposals ---------------------------------------------------------------------------
     def _suggest(self, trial: optuna.trial.Trial) -> Variant:
@@ -131,7 +170,9 @@ class KeySearch:
                     else:
                         family = self._best_family(known) or families[done % len(families)]
                     self.study.enqueue_trial({"family": family})
-                pending.append(self.study.ask())
+                trial = self.study.ask()
+                trial.set_user_attr("owner", OWNER)
+                pending.append(trial)
             asks += size
             variants = [self._suggest(t) for t in pending]
             fresh = [v for v in dict.fromkeys(variants) if v.id not in known]
@@ -145,16 +186,25 @@ class KeySearch:
                         continue
                     record = self._measure(variant, compile_errors.get(variant.id))
                     known[variant.id] = record
-                    new += 1
+                    # counted only if this sweep's row went in (another worker may have won)
+                    new += record.sweep_id == self.sweep_id
                     if on_trial:
                         on_trial(record)
-                trial.set_user_attr("variant_id", variant.id)
-                if record.status == "ok":
-                    self.study.tell(trial, record.us)
-                else:
-                    trial.set_user_attr("error", (record.error or "")[:500])
-                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self._tell(trial, variant, record)
         return new
+
+    def _tell(self, trial, variant: Variant, record: Trial):
+        try:
+            trial.set_user_attr("variant_id", variant.id)
+            if record.status == "ok":
+                self.study.tell(trial, record.us)
+            else:
+                trial.set_user_attr("error", (record.error or "")[:500])
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # a worker that took this trial for a dead one's failed it; the measurement itself
+            # is in the store, which is what resumes and exports read
+            log.warning("tunesearch: Optuna trial %d was finished by another worker", trial.number)
 
     def _measure(self, variant: Variant, compile_error: str | None) -> Trial:
         k = self.key

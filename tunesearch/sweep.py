@@ -25,12 +25,14 @@ class SweepSettings:
     workers: int | None = None  # compile workers
     seed: int = 0
     interpret_test: bool = False  # TEST ONLY: interpreter 'timings'
+    trial_timeout: float = 300.0  # seconds before a hung trial's worker is killed
     part: tuple[int, int] = (0, 1)  # this worker's share of the keys (index, count)
 
     def to_dict(self) -> dict:
         return dict(shapes=[list(s) for s in self.shapes], ms=self.ms, group_size=self.group_size,
                     trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
-                    seed=self.seed, interpret_test=self.interpret_test, part=list(self.part))
+                    seed=self.seed, interpret_test=self.interpret_test, part=list(self.part),
+                    trial_timeout=self.trial_timeout)
 
 
 @dataclass
@@ -41,13 +43,24 @@ class SweepResult:
     keys: int
     status: str
     best: list = field(default_factory=list)
+    worker_restarts: int = 0
 
 
-def optuna_storage(url: str):
+def optuna_storage(url: str, attempts: int = 5):
+    """Optuna's storage in the store's database. Two workers starting on a fresh database race to
+    create Optuna's schema (an IntegrityError on alembic_version, seen in the concurrency test);
+    the loser retries and finds it in place."""
     import optuna
+    from sqlalchemy.exc import IntegrityError, OperationalError
 
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
+        except (IntegrityError, OperationalError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def _versions(info, code: str) -> dict:
@@ -62,13 +75,16 @@ def _key_done(store: Store, key: Key, trials: int, code: str, limits) -> bool:
 
 
 def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
+    """The trial runner (a worker process, restarted after fatal faults) and the compile pool."""
+    from .worker import IsolatedMeasurer
+
     if settings.interpret_test:
         from .measure import InterpreterMeasurer
 
-        return InterpreterMeasurer(), None
+        return IsolatedMeasurer("interpret", InterpreterMeasurer.test_info(), 1e9,
+                                trial_timeout=settings.trial_timeout), None
     from .compile import Compiler
     from .gpu import gpu_info, measure_copy_bandwidth
-    from .measure import GPUMeasurer
 
     info = gpu_info(device)
     known = store.find_gpu(info.name)
@@ -76,7 +92,8 @@ def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
         bandwidth = known.copy_bandwidth
     else:
         bandwidth = measure_copy_bandwidth(device)
-    return GPUMeasurer(device, info, bandwidth), Compiler(device, settings.workers)
+    return (IsolatedMeasurer("gpu", info, bandwidth, device=device, trial_timeout=settings.trial_timeout),
+            Compiler(device, settings.workers))
 
 
 def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
@@ -138,11 +155,13 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
         raise
     finally:
         store.finish_sweep(sweep, status, trials_run)
+        measurer.close()
         if compiler:
             compiler.close()
     best = [t for t in store.best_trials(info.name)
             if (t.k, t.n) in set(settings.shapes) and t.m in settings.ms and t.group_size == settings.group_size]
-    return SweepResult(info.name, time.time() - t0, trials_run, len(keys), status, best)
+    return SweepResult(info.name, time.time() - t0, trials_run, len(keys), status, best,
+                       worker_restarts=measurer.restarts)
 
 
 def _worker(url, settings, device, queue):

@@ -1,0 +1,149 @@
+"""Trials in a worker process, so that a variant which crashes the process or poisons the CUDA
+context (an illegal address) is a failed trial, not the end of the sweep.
+
+The driver talks to one worker per GPU over a pipe. When the worker dies, hangs past the trial
+timeout, or reports an error that leaves the CUDA context unusable, the trial is recorded as
+failed with that error, the worker is replaced, and the current key is prepared again.
+
+Test hook: ``TUNESEARCH_TEST_FAULTS="variant_id:exit,variant_id:cuda,variant_id:hang"`` makes the
+worker die, raise a CUDA-style fatal error, or hang on those variants. It exists for the fault tests.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+from .measure import Result
+
+FATAL_CUDA = ("illegal memory access", "illegal address", "unspecified launch failure",
+              "misaligned address", "an illegal instruction", "CUDA error: device-side assert",
+              "cudaErrorLaunchFailure", "context is destroyed")
+FAULTS_ENV = "TUNESEARCH_TEST_FAULTS"
+
+
+def _faults() -> dict[str, str]:
+    spec = os.environ.get(FAULTS_ENV, "")
+    return dict(item.rsplit(":", 1) for item in spec.split(",") if ":" in item)
+
+
+def _serve(conn, kind: str, device, info, bandwidth):
+    from .measure import GPUMeasurer, InterpreterMeasurer
+
+    measurer = InterpreterMeasurer() if kind == "interpret" else GPUMeasurer(device, info, bandwidth)
+    faults = _faults()
+    while True:
+        try:
+            op, arg = conn.recv()
+        except EOFError:
+            return
+        if op == "prepare":
+            measurer.prepare(*arg)
+            conn.send(None)
+        elif op == "fp16":
+            conn.send(measurer.fp16_us(*arg))
+        elif op == "measure":
+            from tunesearch.variants import Variant
+
+            fault = faults.get(arg)
+            if fault == "exit":
+                os._exit(134)  # as a segfault or abort would
+            if fault == "hang":
+                time.sleep(3600)
+            if fault == "cuda":
+                result = Result("failed", "RuntimeError: CUDA error: an illegal memory access was encountered")
+            else:
+                result = measurer.measure(Variant.from_id(arg))
+            conn.send(result)
+            if result.error and any(s in result.error for s in FATAL_CUDA):
+                return  # the context is unusable: let the driver start a fresh process
+        elif op == "release":
+            measurer.release()
+            conn.send(None)
+        elif op == "stop":
+            return
+
+
+class IsolatedMeasurer:
+    """The measurer interface (prepare / fp16_us / measure / release), run in a worker process."""
+
+    def __init__(self, kind: str, info, copy_bandwidth: float, device=None, trial_timeout: float = 300):
+        self.kind, self.info, self.copy_bandwidth, self.device = kind, info, copy_bandwidth, device
+        self.trial_timeout = trial_timeout
+        self.restarts = 0
+        self._key = None
+        self._ctx = multiprocessing.get_context("spawn")
+        self._proc = self._conn = None
+
+    def _start(self):
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=_serve, args=(child, self.kind, self.device, self.info,
+                                                            self.copy_bandwidth), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if self._key is not None:
+            self._call("prepare", self._key)
+
+    def _stop(self, kill: bool = False):
+        if self._proc is None:
+            return
+        if kill and self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(timeout=30)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._conn.close()
+        self._proc = self._conn = None
+
+    def _call(self, op, arg=None, timeout=None):
+        if self._proc is None:
+            self._start()
+        self._conn.send((op, arg))
+        if not self._conn.poll(timeout):
+            raise TimeoutError(f"worker gave no answer to {op} within {timeout:.0f} s")
+        return self._conn.recv()
+
+    def prepare(self, M, N, K, G):
+        self._key = (M, N, K, G)
+        if self._proc is None:
+            self._start()
+        else:
+            self._call("prepare", self._key)
+
+    def fp16_us(self, M, N, K) -> float:
+        return self._call("fp16", (M, N, K))
+
+    def measure(self, variant) -> Result:
+        try:
+            result = self._call("measure", variant.id, timeout=self.trial_timeout)
+        except (EOFError, ConnectionError, OSError, TimeoutError) as exc:
+            code = self._proc.exitcode if self._proc is not None else None
+            why = f"timed out after {self.trial_timeout:.0f} s" if isinstance(exc, TimeoutError) \
+                else f"worker process died (exit code {code})"
+            self._restart(kill=True)
+            return Result("failed", f"{why} while running {variant.id}; worker restarted")
+        if result.error and any(s in result.error for s in FATAL_CUDA):
+            self._restart(kill=False)
+            result = Result(result.status, result.error + " [CUDA context lost; worker restarted]",
+                            result.us, result.spread, result.rel_error)
+        return result
+
+    def _restart(self, kill: bool):
+        self._stop(kill=kill)
+        self.restarts += 1
+        self._start()
+
+    def release(self):
+        if self._proc is not None:
+            self._call("release")
+        self._key = None
+
+    def close(self):
+        if self._proc is not None:
+            try:
+                self._conn.send(("stop", None))
+            except OSError:
+                pass
+            self._stop()
