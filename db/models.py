@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint)
+from sqlalchemy import (JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text,
+                        UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SCHEMA_VERSION = 1
@@ -31,8 +32,8 @@ class GPU(Base):
     name: Mapped[str] = mapped_column(String(128), index=True)
     capability: Mapped[str] = mapped_column(String(16))
     sm_count: Mapped[int] = mapped_column(Integer)
-    l2_bytes: Mapped[int] = mapped_column(Integer)
-    memory_bytes: Mapped[int] = mapped_column(Integer)
+    l2_bytes: Mapped[int] = mapped_column(BigInteger)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)  # 150 GB on an H200: past int4
     driver: Mapped[str] = mapped_column(String(64))
     torch_version: Mapped[str] = mapped_column(String(64))
     triton_version: Mapped[str] = mapped_column(String(64))

@@ -94,18 +94,24 @@ class Store:
     def upsert_gpu(self, info: dict, copy_bandwidth: float) -> GPU:
         fields = {k: info[k] for k in ("name", "capability", "sm_count", "l2_bytes", "memory_bytes",
                                        "driver", "torch_version", "triton_version", "datasheet_bandwidth")}
-        with self.session() as s:
-            row = s.scalars(select(GPU).filter_by(name=fields["name"], driver=fields["driver"],
-                                                  torch_version=fields["torch_version"],
-                                                  triton_version=fields["triton_version"])).first()
-            if row is None:
-                row = GPU(**fields, copy_bandwidth=copy_bandwidth)
-                s.add(row)
-            else:
-                row.copy_bandwidth = copy_bandwidth
-                row.measured_at = utcnow()
-            s.commit()
-            return row
+        ident = select(GPU).filter_by(name=fields["name"], driver=fields["driver"],
+                                      torch_version=fields["torch_version"],
+                                      triton_version=fields["triton_version"])
+        for _ in range(2):  # a second worker may insert the same GPU between our read and write
+            with self.session() as s:
+                row = s.scalars(ident).first()
+                if row is None:
+                    row = GPU(**fields, copy_bandwidth=copy_bandwidth)
+                    s.add(row)
+                else:
+                    row.copy_bandwidth = copy_bandwidth
+                    row.measured_at = utcnow()
+                try:
+                    s.commit()
+                    return row
+                except IntegrityError:
+                    s.rollback()
+        raise StoreError(f"could not record GPU {fields['name']!r} in {self.url}")
 
     def find_gpu(self, name: str) -> GPU | None:
         with self.session() as s:

@@ -16,4 +16,4 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
   python -m pip install -q "torch==2.13.0" "triton==3.6.0" "numpy<2.3"
 fi
-python -m pip install -q -e ".[test,plot]"
+python -m pip install -q -e ".[test,plot,postgresql]"

@@ -82,17 +82,42 @@ def test_kill_9_mid_sweep_loses_nothing_and_resumes(tmp_path):
     assert running == []  # the killed sweep's in-flight trials were failed on resume
 
 
-def test_two_sweeps_write_one_sqlite_store_at_once(tmp_path):
-    db = tmp_path / "c.db"
-    Store(f"sqlite:///{db}")  # create the schema once, as a first run would
+def fresh_postgres_url(base: str) -> str:
+    """A new, empty database on the server of ``base`` (TUNESEARCH_TEST_PG)."""
+    import uuid
+
+    from sqlalchemy import create_engine, make_url
+
+    name = f"ts_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(make_url(base).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    admin.dispose()
+    return make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def shared_db(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/c.db"
+    base = os.environ.get("TUNESEARCH_TEST_PG")
+    if not base:
+        pytest.skip("set TUNESEARCH_TEST_PG (bash scripts/postgres.sh starts a server; CI does)")
+    return fresh_postgres_url(base)
+
+
+def test_two_sweeps_write_one_store_at_once(shared_db):
+    Store(shared_db)  # create the schema once, as a first run would
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    procs = [subprocess.Popen(sweep_cmd(db, 6, ms="1,3"), env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    cmd = [sys.executable, "-m", "tunesearch", "sweep", "--interpret-test", "--shapes", "256x72",
+           "--m", "1,3", "--group-size", "64", "--trials", "6", "--db", shared_db]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert not any("locked" in out for out in outs)
     reported = sum(int(out.split(" new trials")[0].split()[-1]) for out in outs)
-    rows = Store(f"sqlite:///{db}").trials()
+    rows = Store(shared_db).trials()
     assert len({(t.m, t.variant_id) for t in rows}) == len(rows)  # none duplicated
     assert reported == len(rows)  # none lost: every trial a worker counted is in the store
     assert len(rows) >= 12  # each key got at least its budget
