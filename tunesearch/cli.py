@@ -210,6 +210,40 @@ def bench(
           f"kernel {o['triton_launch']:.1f} us (difference {o['overhead']:+.1f} us)")
 
 
+@app.command("check-model")
+def check_model(
+    hidden: int = typer.Option(128, help="hidden size of the random Llama"),
+    intermediate: int = typer.Option(256, help="MLP size"),
+    layers: int = typer.Option(2, help="decoder blocks"),
+    heads: int = typer.Option(4, help="attention heads"),
+    vocab: int = typer.Option(256, help="vocabulary"),
+    tokens: int = typer.Option(16, help="prompt length"),
+    group_size: int = typer.Option(128, help="quantization group size"),
+    dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
+    device: str = typer.Option("cuda", help="cuda or cpu (cpu: dequantize-then-matmul or the interpreter)"),
+):
+    """Logit check: a random Llama quantized to W4A16 against the same model with dequantized weights."""
+    import json
+
+    import torch
+
+    from tunesearch.dispatch import DispatchError, load_dispatch
+    from tunesearch.model_check import logit_check, tiny_llama
+
+    if device == "cuda" and not torch.cuda.is_available():
+        _fail("no CUDA GPU is visible; pass --device cpu", 1)
+    try:
+        mm = load_dispatch(dispatch, group_size=group_size)
+    except (ValueError, DispatchError) as exc:
+        _fail(str(exc))
+    model = tiny_llama(hidden, intermediate, layers, heads, max(1, heads // 2), vocab, device=device)
+    ids = torch.randint(0, vocab, (1, tokens), generator=torch.Generator().manual_seed(0)).to(device)
+    result = logit_check(model, ids, dispatch=mm, group_size=group_size)
+    print(json.dumps(result.to_dict()))
+    if not result.passed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def version():
     """Print the versions tunesearch runs with."""

@@ -1,0 +1,92 @@
+"""W4A16Linear, quantize_model and the logit check on a small random Llama (CPU)."""
+import logging
+
+import pytest
+import torch
+from torch import nn
+
+from tunesearch.nn import W4A16Linear, dequantized_reference, quantize_model
+from tunesearch.variants import dequantize
+
+transformers = pytest.importorskip("transformers")
+
+
+def test_w4a16_linear_matches_its_dequantized_weights_and_saves():
+    torch.manual_seed(0)
+    linear = nn.Linear(256, 40, bias=True)
+    layer = W4A16Linear.from_linear(linear, group_size=128)
+    x = torch.randn(2, 3, 256).half()
+    want = x.float() @ dequantize(layer.packed, layer.scales, 128).float() + layer.bias.float()
+    got = layer(x)
+    assert got.shape == (2, 3, 40) and got.dtype == torch.float16
+    assert (got.float() - want).abs().max() < 2e-3 * want.abs().max()
+    clone = W4A16Linear(256, 40, bias=True, group_size=128)
+    clone.load_state_dict(layer.state_dict())
+    assert torch.equal(clone(x), got)
+    assert set(layer.state_dict()) == {"packed", "scales", "bias"}
+    assert "group_size=128" in repr(layer)
+    with pytest.raises(ValueError, match="features"):
+        layer(torch.randn(2, 100).half())
+    with pytest.raises(ValueError, match="multiple"):
+        W4A16Linear(100, 8, group_size=128)
+
+
+def test_quantize_model_replaces_linears_but_skipped_ones():
+    from tunesearch.model_check import tiny_llama
+
+    model = tiny_llama()
+    quantize_model(model)
+    kinds = {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, (nn.Linear, W4A16Linear))}
+    assert kinds["lm_head"] == "Linear"
+    assert kinds["model.layers.0.self_attn.q_proj"] == "W4A16Linear"
+    assert kinds["model.layers.1.mlp.down_proj"] == "W4A16Linear"
+    assert sum(k == "W4A16Linear" for k in kinds.values()) == 2 * 7
+    with pytest.raises(ValueError, match="no nn.Linear"):
+        quantize_model(nn.Sequential(nn.ReLU()))
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from tunesearch.model_check import tiny_llama
+
+    return tiny_llama(), torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+def test_logit_check_passes_through_the_dispatch_path(llama, kernel_device, caplog):
+    from tunesearch import load_dispatch
+    from tunesearch.model_check import logit_check
+
+    model, ids = llama
+    mm = load_dispatch()  # the packaged table: interpreter kernels on CPU, or the GPU's table
+    model, ids = model.to(kernel_device), ids.to(kernel_device)
+    with caplog.at_level(logging.INFO, logger="tunesearch"):
+        result = logit_check(model, ids, dispatch=mm)
+    assert result.passed, result
+    assert result.top1_agreement >= 0.95 and result.max_rel < 2e-2
+
+
+def test_logit_check_fails_on_a_mis_packed_layer(llama):
+    from tunesearch.model_check import logit_check
+
+    model, ids = llama
+
+    def swap_nibble_halves(quantized):
+        layer = quantized.model.layers[0].mlp.up_proj
+        p = layer.packed
+        # the two 16-bit halves swapped: k and k+4 exchanged within every int32 (a layout mismatch)
+        layer.packed.copy_(((p << 16) | ((p >> 16) & 0xFFFF)).to(torch.int32))
+
+    good = logit_check(model, ids)
+    bad = logit_check(model, ids, corrupt=swap_nibble_halves)
+    assert good.passed and not bad.passed
+    assert bad.max_rel > 10 * good.max_rel
+
+
+def test_reference_model_holds_spec_dequantized_weights(llama):
+    model, _ = llama
+    ref = dequantized_reference(model)
+    w = ref.model.layers[0].self_attn.q_proj.weight
+    orig = model.model.layers[0].self_attn.q_proj.weight
+    assert not torch.equal(w, orig)
+    assert (w.float() - orig.float()).abs().max() < orig.float().abs().max() / 7
+    assert torch.equal(ref.lm_head.weight, model.lm_head.weight)

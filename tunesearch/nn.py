@@ -1,0 +1,124 @@
+"""W4A16 layers for real models: ``W4A16Linear`` and ``quantize_model``.
+
+    model = quantize_model(model)            # every nn.Linear but lm_head, repacked once
+    y = model(input_ids)                     # calls the dispatch table's kernels
+"""
+from __future__ import annotations
+
+import copy
+import fnmatch
+import logging
+
+import torch
+from torch import nn
+
+from tunesearch.variants import dequantize, pack_linear, reference_matmul
+
+log = logging.getLogger("tunesearch")
+
+
+class W4A16Linear(nn.Module):
+    """``y = x @ W + b`` with W int4 (``packed`` int32 [K/8, N], ``scales`` fp16 [K/G, N]).
+
+    ``mm`` is a dispatcher from ``load_dispatch`` (None: dequantize-then-matmul). The packed
+    weights and scales are buffers, so ``state_dict`` saves and loads them.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, group_size: int = 128,
+                 mm=None, device=None):
+        super().__init__()
+        if in_features % group_size or in_features % 8:
+            raise ValueError(f"in_features={in_features} must be a multiple of 8 and of group_size={group_size}")
+        self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
+        self.register_buffer("packed", torch.zeros(in_features // 8, out_features, dtype=torch.int32, device=device))
+        self.register_buffer("scales", torch.zeros(in_features // group_size, out_features,
+                                                   dtype=torch.float16, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=torch.float16, device=device) if bias else None)
+        self.mm = mm
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group_size: int = 128, mm=None) -> "W4A16Linear":
+        layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group_size, mm,
+                    device=linear.weight.device)
+        packed, scales = pack_linear(linear, group_size)
+        layer.packed.copy_(packed)
+        layer.scales.copy_(scales)
+        if linear.bias is not None:
+            layer.bias.copy_(linear.bias.detach().to(torch.float16))
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"input has {x.shape[-1]} features, this layer takes {self.in_features}")
+        x2 = x.reshape(-1, self.in_features)
+        if self.mm is not None and self.mm.group_size == self.group_size:
+            y = self.mm(x2, self.packed, self.scales)
+        else:
+            y = reference_matmul(x2, self.packed, self.scales, self.group_size)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """fp16 [N, K], as ``nn.Linear.weight`` would hold it."""
+        return dequantize(self.packed, self.scales, self.group_size).t()
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, group_size={self.group_size}, "
+                f"dispatch={'table' if self.mm is not None else 'dequantize-then-matmul'}")
+
+
+def _replaceable(model: nn.Module, skip, group_size: int):
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear):
+            continue
+        if any(fnmatch.fnmatch(name, pattern) for pattern in skip):
+            continue
+        if module.in_features % group_size:
+            log.info("tunesearch: %s kept in fp16: in_features=%d is not a multiple of %d",
+                     name, module.in_features, group_size)
+            continue
+        yield name, module
+
+
+def _set(model: nn.Module, name: str, module: nn.Module):
+    parent_name, _, child = name.rpartition(".")
+    setattr(model.get_submodule(parent_name) if parent_name else model, child, module)
+
+
+def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"), group_size: int = 128,
+                   verify: bool = True) -> nn.Module:
+    """Replace the model's ``nn.Linear`` layers (but ``skip`` patterns) by ``W4A16Linear`` in place,
+    repacking each once. With ``verify``, the first replaced layer is checked against
+    dequantize-then-matmul on random input, so a packing or kernel mismatch stops here."""
+    replaced = []
+    for name, linear in list(_replaceable(model, skip, group_size)):
+        layer = W4A16Linear.from_linear(linear, group_size, dispatch)
+        _set(model, name, layer)
+        replaced.append((name, layer))
+    if not replaced:
+        raise ValueError(f"no nn.Linear layer to quantize (skip={skip}, group_size={group_size})")
+    if verify:
+        name, layer = replaced[0]
+        x = torch.randn(3, layer.in_features, device=layer.packed.device).to(torch.float16)
+        got = layer(x).float()
+        want = x.float() @ dequantize(layer.packed, layer.scales, group_size).float()
+        if layer.bias is not None:
+            want = want + layer.bias.float()
+        err = ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
+        if not err < 2e-3:
+            raise RuntimeError(f"{name}: W4A16 output differs from dequantize-then-matmul (rel. err {err:.3g})")
+    log.info("tunesearch: %d linear layers quantized to W4A16 (group %d)", len(replaced), group_size)
+    return model
+
+
+def dequantized_reference(model: nn.Module, skip=("lm_head", "*.lm_head"), group_size: int = 128) -> nn.Module:
+    """A copy of the float ``model`` whose replaceable linears hold dequantize(quantize_pack(W)):
+    what a correct W4A16 model must compute, built from the specification alone."""
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for _, linear in list(_replaceable(ref, skip, group_size)):
+            packed, scales = pack_linear(linear, group_size)
+            linear.weight.copy_(dequantize(packed, scales, group_size).t().to(linear.weight.dtype))
+    return ref
