@@ -12,7 +12,7 @@ import time
 
 
 from tunesearch.bench import REL_TOL, Operands, kernel_bytes, time_fp16, time_variant
-from tunesearch.measure import _CheckInputs
+from tunesearch.measure import CheckInputs
 from tunesearch.compile import Compiler
 from tunesearch.gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
 from tunesearch.variants import FAMILIES, heuristic_variants, variant_space
@@ -40,7 +40,7 @@ def main(out_dir, cap=250, keys=KEYS):
             errors = compiler.compile([v.id for v in sample], M, N, K, 128)
             tc = time.time() - tc
             ops = Operands(M, N, K, 128, info.l2_bytes)
-            inputs = _CheckInputs(M, N, K, 128, "cuda")
+            inputs = CheckInputs(M, N, K, 128, "cuda")
             fp16 = time_fp16(M, N, K, info.l2_bytes).us
             tt = time.time()
             for v in sample:

@@ -49,9 +49,9 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
         for M in ms:
             ops = Operands(M, N, K, group_size, info.l2_bytes)
             # correctness of the dispatched kernel on this key, against dequantize-then-matmul
-            from .measure import _CheckInputs
+            from .measure import CheckInputs
 
-            chk = _CheckInputs(M, N, K, group_size, "cuda")
+            chk = CheckInputs(M, N, K, group_size, "cuda")
             err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
             variant = mm.resolve(M, N, K, chk.a.device)
             ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)

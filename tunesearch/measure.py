@@ -23,7 +23,7 @@ class Result:
     rel_error: float | None = None
 
 
-class _CheckInputs:
+class CheckInputs:
     """Fresh random inputs for one key and their dequantized fp32 reference."""
 
     def __init__(self, M, N, K, G, device):
@@ -61,7 +61,7 @@ class GPUMeasurer:
     def prepare(self, M, N, K, G):
         torch.cuda.set_device(self.device)
         self.key = (M, N, K, G)
-        self.inputs = _CheckInputs(M, N, K, G, "cuda")
+        self.inputs = CheckInputs(M, N, K, G, "cuda")
         self.operands = Operands(M, N, K, G, self.info.l2_bytes)
 
     def fp16_us(self, M, N, K) -> float:
@@ -102,7 +102,7 @@ class InterpreterMeasurer:
 
     def prepare(self, M, N, K, G):
         self.key = (M, N, K, G)
-        self.inputs = _CheckInputs(M, N, K, G, "cpu")
+        self.inputs = CheckInputs(M, N, K, G, "cpu")
 
     def fp16_us(self, M, N, K) -> float:
         a, w = torch.randn(M, K).half(), torch.randn(K, N).half()

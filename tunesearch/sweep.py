@@ -141,7 +141,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                limits=limits)
             search.fp16_us = fp16
             search.enqueue(neighbour_seeds(store, key, settings.ms)
-                           + spread_variants(key.m, key.n, key.k, key.group_size))
+                           + spread_variants(key.m, key.n, key.k, key.group_size, limits))
             trials_run += search.run(settings.trials, deadline, compiler,
                                      on_trial=progress.trial if progress else None)
             measurer.release()
