@@ -10,7 +10,7 @@ import time
 import optuna
 import pytest
 
-from tunesearch.db import Store
+from tunesearch.db import Store, Sweep
 from tunesearch.sweep import SweepSettings, run_sweep
 from tunesearch.variants import spread_variants
 from tunesearch.worker import FAULTS_ENV
@@ -121,3 +121,22 @@ def test_two_sweeps_write_one_store_at_once(shared_db):
     assert len({(t.m, t.variant_id) for t in rows}) == len(rows)  # none duplicated
     assert reported == len(rows)  # none lost: every trial a worker counted is in the store
     assert len(rows) >= 12  # each key got at least its budget
+
+
+def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
+    """--gpu all: the keys dealt round-robin to one worker process per device, one store. (The
+    interpreter measurer ignores the device index, so two 'devices' run on the CPU here.)"""
+    from tunesearch.sweep import run_sweep_all
+
+    url = f"sqlite:///{tmp_path}/all.db"
+    Store(url)
+    s = SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 8], group_size=64, trials=4, interpret_test=True)
+    results = run_sweep_all(url, s, devices=[0, 1])
+    assert sorted(r[0] for r in results) == [0, 1]
+    assert all(status == "done" and err is None for _, _, status, err in results)
+    assert sum(n for _, n, _, _ in results) == 16
+    rows = Store(url).trials()
+    assert len(rows) == 16 and {t.m for t in rows} == {1, 3, 5, 8}
+    with Store(url).session() as session:
+        parts = sorted(tuple(sw.settings["part"]) for sw in session.query(Sweep))
+    assert parts == [(0, 2), (1, 2)]
