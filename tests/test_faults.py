@@ -140,3 +140,17 @@ def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
     with Store(url).session() as session:
         parts = sorted(tuple(sw.settings["part"]) for sw in session.query(Sweep))
     assert parts == [(0, 2), (1, 2)]
+
+
+def test_a_failing_setup_step_raises_with_its_error():
+    from tunesearch.measure import InterpreterMeasurer
+    from tunesearch.worker import IsolatedMeasurer, WorkerError
+
+    measurer = IsolatedMeasurer("interpret", InterpreterMeasurer.test_info(), 1e9)
+    try:
+        with pytest.raises(WorkerError, match="prepare .* multiple of group_size"):
+            measurer.prepare(1, 72, 200, 64)  # K=200 is no multiple of G=64
+        measurer.prepare(1, 72, 256, 64)  # the same worker goes on
+        assert measurer.fp16_us(1, 72, 256) > 0
+    finally:
+        measurer.close()

@@ -22,6 +22,10 @@ FATAL_CUDA = ("illegal memory access", "illegal address", "unspecified launch fa
 FAULTS_ENV = "TUNESEARCH_TEST_FAULTS"
 
 
+class WorkerError(RuntimeError):
+    """A setup step (prepare, fp16 baseline, release) failed inside the trial worker."""
+
+
 def _faults() -> dict[str, str]:
     spec = os.environ.get(FAULTS_ENV, "")
     return dict(item.rsplit(":", 1) for item in spec.split(",") if ":" in item)
@@ -37,11 +41,16 @@ def _serve(conn, kind: str, device, info, bandwidth):
             op, arg = conn.recv()
         except EOFError:
             return
-        if op == "prepare":
-            measurer.prepare(*arg)
-            conn.send(None)
-        elif op == "fp16":
-            conn.send(measurer.fp16_us(*arg))
+        if op in ("prepare", "fp16", "release"):
+            try:
+                if op == "prepare":
+                    conn.send(measurer.prepare(*arg))
+                elif op == "fp16":
+                    conn.send(measurer.fp16_us(*arg))
+                else:
+                    conn.send(measurer.release())
+            except Exception as exc:  # the driver raises it, with the key, instead of a bare EOF
+                conn.send(WorkerError(f"{type(exc).__name__}: {exc}"))
         elif op == "measure":
             from tunesearch.variants import Variant
 
@@ -57,9 +66,6 @@ def _serve(conn, kind: str, device, info, bandwidth):
             conn.send(result)
             if result.error and any(s in result.error for s in FATAL_CUDA):
                 return  # the context is unusable: let the driver start a fresh process
-        elif op == "release":
-            measurer.release()
-            conn.send(None)
         elif op == "stop":
             return
 
@@ -103,7 +109,10 @@ class IsolatedMeasurer:
         self._conn.send((op, arg))
         if not self._conn.poll(timeout):
             raise TimeoutError(f"worker gave no answer to {op} within {timeout:.0f} s")
-        return self._conn.recv()
+        answer = self._conn.recv()
+        if isinstance(answer, WorkerError):
+            raise WorkerError(f"{op} {arg} failed in the trial worker: {answer}")
+        return answer
 
     def prepare(self, M, N, K, G):
         self._key = (M, N, K, G)
