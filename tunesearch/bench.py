@@ -46,22 +46,34 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return (out.float() - ref).abs().max().item() / denom
 
 
+class CheckInputs:
+    """Fresh random inputs for one key and their dequantized fp32 reference (``seed`` makes them
+    reproducible; they are drawn on the device otherwise, which is faster at llama sizes)."""
+
+    def __init__(self, M, N, K, G, device, seed: int | None = None):
+        gen = None
+        if seed is not None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(seed)
+        w = torch.randn(K, N, device=device, generator=gen)
+        self.G = G
+        self.packed, self.scales = quantize_pack(w, G)
+        self.a = torch.randn(M, K, device=device, generator=gen).half()
+        self.ref = self.a.float() @ dequantize(self.packed, self.scales, G).float()
+        self.out = torch.empty(M, N, dtype=torch.float16, device=device)
+
+    def check(self, variant: Variant) -> float:
+        """Relative max error of ``variant`` (inf if any element is non-finite or unwritten)."""
+        self.out.fill_(float("nan"))  # poison: an unwritten element fails
+        matmul(self.a, self.packed, self.scales, variant, self.G, out=self.out)
+        return relative_error(self.out, self.ref)
+
+
 def check_variant(variant: Variant, M: int, N: int, K: int, group_size: int = 128,
                   device="cuda", seed: int | None = None) -> float:
     """Run ``variant`` on fresh random inputs against dequantize-then-matmul in fp32.
-
-    The output is poisoned with NaN first, so an unwritten element fails the check.
-    Returns the relative max error; raises AssertionError when it is >= REL_TOL.
-    """
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(seed if seed is not None else torch.seed() % 2**31)
-    w = torch.randn(K, N, generator=gen).to(device)
-    packed, scales = quantize_pack(w, group_size)
-    a = torch.randn(M, K, generator=gen).to(device, torch.float16)
-    ref = a.float() @ dequantize(packed, scales, group_size).float()
-    out = torch.full((M, N), float("nan"), dtype=torch.float16, device=device)
-    matmul(a, packed, scales, variant, group_size, out=out)
-    err = relative_error(out, ref)
+    Returns the relative max error; raises AssertionError when it is >= REL_TOL."""
+    err = CheckInputs(M, N, K, group_size, device, seed).check(variant)
     if not err < REL_TOL:
         raise AssertionError(f"{variant.id} wrong at M={M} N={N} K={K} G={group_size}: "
                              f"relative max error {err:.3g} (limit {REL_TOL})")

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from .bench import Operands, graph_time, kernel_bytes, relative_error, time_fp16
+from .bench import CheckInputs, Operands, graph_time, kernel_bytes, relative_error, time_fp16
 from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
 from .peers import time_gemlite, time_tinygemm
 
@@ -49,8 +49,6 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
         for M in ms:
             ops = Operands(M, N, K, group_size, info.l2_bytes)
             # correctness of the dispatched kernel on this key, against dequantize-then-matmul
-            from .measure import CheckInputs
-
             chk = CheckInputs(M, N, K, group_size, "cuda")
             err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
             variant = mm.resolve(M, N, K, chk.a.device)

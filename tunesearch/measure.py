@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from tunesearch.variants import Variant, dequantize, matmul, quantize_pack
+from tunesearch.variants import Variant
 
-from .bench import REL_TOL, Operands, kernel_bytes, relative_error, time_fp16, time_variant
+from .bench import REL_TOL, CheckInputs, Operands, kernel_bytes, time_fp16, time_variant
 
 
 @dataclass
@@ -21,22 +21,6 @@ class Result:
     us: float | None = None
     spread: float | None = None
     rel_error: float | None = None
-
-
-class CheckInputs:
-    """Fresh random inputs for one key and their dequantized fp32 reference."""
-
-    def __init__(self, M, N, K, G, device):
-        w = torch.randn(K, N, device=device)
-        self.packed, self.scales = quantize_pack(w, G)
-        self.a = torch.randn(M, K, device=device).half()
-        self.ref = self.a.float() @ dequantize(self.packed, self.scales, G).float()
-        self.out = torch.empty(M, N, dtype=torch.float16, device=device)
-
-    def check(self, variant: Variant, G: int) -> float:
-        self.out.fill_(float("nan"))  # poison: an unwritten element fails
-        matmul(self.a, self.packed, self.scales, variant, G, out=self.out)
-        return relative_error(self.out, self.ref)
 
 
 def _run(check, timer) -> Result:
@@ -68,13 +52,11 @@ class GPUMeasurer:
         return time_fp16(M, N, K, self.info.l2_bytes, self.replays).us
 
     def measure(self, variant: Variant) -> Result:
-        G = self.key[3]
-
         def timer():
             t = time_variant(variant, self.operands, self.replays)
             return t.us, t.spread
 
-        return _run(lambda: self.inputs.check(variant, G), timer)
+        return _run(lambda: self.inputs.check(variant), timer)
 
     def release(self):
         self.inputs = self.operands = None
@@ -111,12 +93,11 @@ class InterpreterMeasurer:
         return (time.perf_counter() - t) * 1e6
 
     def measure(self, variant: Variant) -> Result:
-        G = self.key[3]
         elapsed = {}
 
         def check():
             t = time.perf_counter()
-            err = self.inputs.check(variant, G)
+            err = self.inputs.check(variant)
             elapsed["us"] = (time.perf_counter() - t) * 1e6
             return err
 
