@@ -4,6 +4,7 @@ import pytest
 
 from tunesearch.variants import (FAMILIES, GEMV_MAX_M, Variant, heuristic_variants, variant_error,
                                  variant_space)
+from tunesearch.variants.space import SWAPAB_MAX_M
 
 
 def test_ids_and_dicts_round_trip_through_json():
@@ -47,15 +48,23 @@ def test_space_holds_only_valid_variants(M):
     for v in space:
         assert variant_error(v, M, 4160, 4096, 128, prune=True) is None
         p = v.params
-        assert 4096 % (p["BK"] * p.get("SPLIT_K", 1)) == 0
+        blocks = 4096 // p["BK"]
+        assert 4096 % p["BK"] == 0 and p.get("SPLIT_K", 1) <= blocks
     families = {v.family for v in space}
     assert ("gemv" in families) == (M <= GEMV_MAX_M)
+    assert ("swapab" in families) == (M <= SWAPAB_MAX_M)
     assert "gemm" in families
 
 
 def test_invalid_configs_are_rejected_with_a_reason():
     v = Variant.from_id("splitk.bm16.bn128.bk128.sk16.w4.s3")
-    assert "multiple of BK*SPLIT_K" in variant_error(v, 1, 4096, 1024, 128)
+    assert "exceeds the K/BK=8 blocks" in variant_error(v, 1, 4096, 1024, 128)
+    assert "multiple of BK=128" in variant_error(v, 1, 4096, 11008 + 64, 128)
+    assert variant_error(v, 1, 4096, 11008, 128) is None  # 86 blocks: 15 splits of 6, one of 2
+    v = Variant.from_id("splitk.bm16.bn128.bk128.sk16.w4.s3")
+    assert "empty" in variant_error(v, 1, 4096, 18 * 128, 128, prune=True)  # 9 splits of 2 cover it
+    v = Variant.from_id("swapab.bm16.bn64.bk256.sk1.w4.s3")
+    assert "group size" in variant_error(v, 1, 4096, 4096, 128)
     v = Variant.from_id("gemm.bm16.bn128.bk64.g1.w4.s3")
     assert "divide" in variant_error(v, 1, 4096, 4096, 96)
     v = Variant.from_id("gemm.bm128.bn256.bk128.g1.w4.s4")

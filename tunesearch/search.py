@@ -30,7 +30,7 @@ log = logging.getLogger("tunesearch")
 # The sources that decide what a variant computes and how fast: a trial measured with other
 # kernel code is not reused. The space rules and the launch plumbing are left out: they decide
 # which variants exist and how they are called, not what one of them costs.
-KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "dequant.py")
+KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 
 
 def code_version() -> str:

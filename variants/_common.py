@@ -4,6 +4,19 @@ import triton.language as tl
 
 
 @triton.jit
+def split_k_range(pid_k, K, BK: tl.constexpr, SPLIT_K: tl.constexpr):
+    """[k_begin, k_end) of split ``pid_k``: whole BK blocks, the last split possibly shorter.
+
+    K only has to be a multiple of BK (not of BK * SPLIT_K), so K = 11008 = 86 * 128 can be cut
+    in any number of splits; a split left empty still takes part in the split-K reduction.
+    """
+    blocks_per_split = tl.cdiv(K // BK, SPLIT_K)
+    k_begin = pid_k * blocks_per_split * BK
+    k_end = tl.minimum(K, k_begin + blocks_per_split * BK)
+    return k_begin, k_end
+
+
+@triton.jit
 def store_or_reduce_splitk(
     acc, c_ptr, ws_ptr, lock_ptr,
     tile_id, pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn,

@@ -11,6 +11,7 @@ from .dequant import dequant_kernel
 from .gemm import gemm_kernel
 from .gemv import gemv_kernel
 from .layout import check_packed, dequantize
+from .swapab import swapab_kernel
 from .space import Variant, cdiv, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
@@ -79,6 +80,10 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
     if variant.family == "gemv":
         kernel, grid = gemv_kernel, (tiles_n, split_k, tiles_m)
+        # gemv pipelines its loop itself (registers); Triton's pipeliner has nothing to do
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
+    elif variant.family == "swapab":
+        kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k)
     else:
         kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
@@ -91,7 +96,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     args = (a, packed, scales, out, workspace, locks, M, N, K,
             a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),
             scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    meta.update(GROUP=group_size, num_warps=p["num_warps"], num_stages=p["num_stages"])
+    meta.update(GROUP=group_size, num_warps=p["num_warps"],
+                num_stages=1 if variant.family == "gemv" else p["num_stages"])
     return kernel, grid, args, meta
 
 

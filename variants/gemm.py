@@ -8,7 +8,7 @@ in L2 (the swizzle of Triton's matmul tutorial).
 import triton
 import triton.language as tl
 
-from ._common import store_or_reduce_splitk
+from ._common import split_k_range, store_or_reduce_splitk
 
 
 @triton.jit
@@ -35,14 +35,13 @@ def gemm_kernel(
     pid_n = (pid % num_pid_in_band) // band_m
 
     # 2. pointers to the first K block of this split (the variant space guarantees
-    #    K % (BK * SPLIT_K) == 0, so the K loop needs no mask)
+    #    K % BK == 0, so the K loop needs no mask)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     offs_k = tl.arange(0, BK)
     mask_m = offs_m < M
     mask_n = offs_n < N
-    k_per_split = K // SPLIT_K
-    k_begin = pid_k * k_per_split
+    k_begin, k_end = split_k_range(pid_k, K, BK, SPLIT_K)
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_begin + offs_k)[None, :] * stride_ak
     # Each packed row is addressed once per k it holds (8 times): the repeats are served from
     # L1/shared memory, and the block comes out [BK, BN] in k order with no reshape. (A
@@ -52,7 +51,7 @@ def gemm_kernel(
 
     # 3. the K loop: unpack [BK/8, BN] int32 -> [BK, BN] codes (row k8*8 + j is nibble j), scale, dot
     acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(k_begin, k_begin + k_per_split, BK):
+    for k in range(k_begin, k_end, BK):
         a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
         packed = tl.load(b_ptrs, mask=mask_n[None, :], other=0)
         codes = (packed >> shifts) & 0xF  # mask after the shift: the top nibble sets the sign bit

@@ -13,11 +13,15 @@ as it can move, so the inner loop is kept to three instructions per weight:
 
 The accumulator keeps the [BM, BK/8, BN] shape of the loaded block and is reduced over K once,
 after the loop; the per-group scale is applied per block, after the eight nibbles are summed.
+
+Triton does not software-pipeline this loop (no ``tl.dot``), so the variant's ``num_stages`` is
+implemented here: with STAGES = 2 the next packed block is loaded into registers before the
+current one is unpacked, keeping a block per thread in flight while it computes.
 """
 import triton
 import triton.language as tl
 
-from ._common import store_or_reduce_splitk
+from ._common import split_k_range, store_or_reduce_splitk
 
 
 @triton.jit
@@ -30,7 +34,7 @@ def gemv_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     # meta-parameters
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, STAGES: tl.constexpr,
 ):
     BK8: tl.constexpr = BK // 8
     # 1. program id -> (pid_n, pid_k, pid_m)
@@ -41,7 +45,7 @@ def gemv_kernel(
     # 2. pointers, all 3-D [BM, BK/8, BN] from the start: the packed block, the activations
     #    and the accumulator then share one register layout. (Built 2-D and broadcast, each
     #    nibble's block took a shared-memory layout conversion: 134 barriers per loop.)
-    #    K % (BK * SPLIT_K) == 0 is guaranteed by the variant space.
+    #    K % BK == 0 is guaranteed by the variant space.
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     m3 = offs_m[:, None, None]
@@ -49,15 +53,20 @@ def gemv_kernel(
     n3 = offs_n[None, None, :]
     mask_m3 = m3 < M
     mask_n3 = n3 < N
-    k_per_split = K // SPLIT_K
-    k_begin = pid_k * k_per_split
+    k_begin, k_end = split_k_range(pid_k, K, BK, SPLIT_K)
     b_ptrs = b_ptr + (k_begin // 8 + k3) * stride_bk + n3 * stride_bn  # [1, BK8, BN]
     a_ptrs = a_ptr + m3 * stride_am + (k_begin + k3 * 8) * stride_ak  # [BM, BK8, 1]
 
     # 3. the K loop
     acc = tl.zeros([BM, BK8, BN], dtype=tl.float32)
-    for k in range(k_begin, k_begin + k_per_split, BK):
-        packed = tl.load(b_ptrs, mask=mask_n3, other=0)
+    if STAGES > 1:
+        ahead = tl.load(b_ptrs, mask=mask_n3 & (k_begin < k_end), other=0)
+    for k in range(k_begin, k_end, BK):
+        if STAGES > 1:
+            packed = ahead
+            ahead = tl.load(b_ptrs + BK8 * stride_bk, mask=mask_n3 & (k + BK < k_end), other=0)
+        else:
+            packed = tl.load(b_ptrs, mask=mask_n3, other=0)
         # per int32: nibbles 0..3 and 4..7 each under the exponent of 2**23 (two ops per half),
         # so that per weight a single AND (one immediate: one LOP3) isolates the field
         base_lo = (packed & 0xFFFF) | 0x4B000000

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
+SWAPAB_MAX_M = 64  # swap-AB puts M on wgmma's N side; past 64 rows the plain tiles are as wide
 
 # Parameter order (and the id's abbreviations) per family.
 FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -23,20 +24,25 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
                ("num_warps", "w"), ("num_stages", "s")),
     "gemv": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
              ("num_warps", "w"), ("num_stages", "s")),
+    "swapab": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+               ("num_warps", "w"), ("num_stages", "s")),
     "dequant": (("BK", "bk"), ("BN", "bn"), ("num_warps", "w")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 
 # The grids each family's space is drawn from (before filtering by variant_error).
-# gemv has one num_stages: Triton does not software-pipeline its loop, and on the H200 the 566
-# gemv pairs differing only in num_stages (1 vs 2) timed within noise (median ratio 1.000).
+# gemv's num_stages is its own register prefetch (2: the next block loaded before this one is
+# unpacked): Triton does not pipeline that loop, and before the prefetch the 566 H200 gemv pairs
+# differing only in num_stages (1 vs 2) timed within noise (median ratio 1.000).
 FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     "gemm": dict(BM=(16, 32, 64, 128, 256), BN=(32, 64, 128, 256), BK=(32, 64, 128),
                  GROUP_M=(1, 8), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "splitk": dict(BM=(16, 32, 64), BN=(32, 64, 128, 256), BK=(32, 64, 128),
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512, 1024), BK=(32, 64, 128, 256),
-                 SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1,)),
+                 SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
+    "swapab": dict(BM=(16, 32, 64), BN=(64, 128, 256), BK=(32, 64, 128),
+                   SPLIT_K=(1, 2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
@@ -170,8 +176,10 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     threads = 32 * warps
     if bk % 8:
         return f"BK={bk} is not a multiple of 8 (one int32 holds 8 rows)"
-    if K % (bk * split_k):
-        return f"K={K} is not a multiple of BK*SPLIT_K={bk * split_k}"
+    if K % bk:
+        return f"K={K} is not a multiple of BK={bk}"
+    if split_k > K // bk:
+        return f"SPLIT_K={split_k} exceeds the K/BK={K // bk} blocks to split"
     if variant.family == "dequant":
         return None
     bm, stages = p["BM"], p["num_stages"]
@@ -179,12 +187,14 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return f"BK={bk} and group size {group_size} do not divide one another"
     if variant.family == "gemv":
         # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
-        regs = (2 * bm * (bk // 8) * bn + (bk // 8) * bn) // threads
+        regs = (2 * bm * (bk // 8) * bn + packed_blocks_held(p) * (bk // 8) * bn) // threads
         if regs > 128:
             return f"about {regs} registers/thread of accumulators (limit 128)"
         return None
     if min(bm, bn, bk) < 16:
         return "tl.dot needs BM, BN, BK >= 16"
+    if variant.family == "swapab" and bk > group_size:
+        return f"swapab scales per block: BK={bk} must not exceed the group size {group_size}"
     if bm * bn // threads > 128:
         return f"{bm * bn // threads} fp32 accumulator registers/thread (limit 128)"
     if bk * bn // threads > 128:
@@ -195,16 +205,25 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     smem = (stages - 1) * bk * bn * 4 + stages * bm * bk * 2 + bk * bn * 2
     if smem > limits.shared_memory:
         return f"needs ~{smem} B of shared memory, the device has {limits.shared_memory}"
-    if variant.family == "splitk":
-        if split_k < 2:
-            return "splitk needs SPLIT_K >= 2"
-        if split_k * M * N * 4 > 256 << 20:
-            return "split-K workspace over 256 MiB"
+    if variant.family == "splitk" and split_k < 2:
+        return "splitk needs SPLIT_K >= 2"
+    if split_k * M * N * 4 > 256 << 20:
+        return "split-K workspace over 256 MiB"
     return None
+
+
+def packed_blocks_held(params) -> int:
+    """Packed blocks a gemv thread holds at once: the current one, plus the prefetched one."""
+    return 1 + (params["num_stages"] > 1)
 
 
 def _pruned(variant: Variant, M, N, K, limits) -> str | None:
     p = variant.params
+    split_k = p.get("SPLIT_K", 1)
+    if split_k > 1:
+        blocks = K // p["BK"]
+        if cdiv(blocks, cdiv(blocks, split_k)) < split_k:
+            return f"SPLIT_K={split_k} leaves splits of {blocks} K blocks empty"
     if variant.family == "dequant":
         if M < DEQUANT_MIN_M:
             return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
@@ -222,13 +241,20 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         return None
     if bm > max(16, next_pow2(M)):
         return f"BM={bm} exceeds max(16, next_pow2(M))={max(16, next_pow2(M))}"
-    if bn > max(32, next_pow2(N)):
+    if variant.family == "swapab":
+        if M > SWAPAB_MAX_M:
+            return f"swapab is for M <= {SWAPAB_MAX_M}, got M={M}"
+        if bn > max(64, next_pow2(N)):
+            return f"BN={bn} is wider than N={N} needs"
+    elif bn > max(32, next_pow2(N)):
         return f"BN={bn} is wider than N={N} needs"
     if variant.family == "gemm":
         if p["GROUP_M"] > 1 and cdiv(M, bm) == 1:
             return "GROUP_M > 1 with a single row of tiles is the same kernel as GROUP_M = 1"
         return None
     tiles = cdiv(M, bm) * cdiv(N, bn)
+    if variant.family == "swapab" and split_k == 1:
+        return None
     if tiles >= 4 * limits.num_sms:
         return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
     return None
@@ -264,6 +290,12 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
                 for sk in (4, 8, 2, 16):
                     for bk in (64, 128, 32):
                         yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=3)
+    elif family == "swapab":
+        for bn in (128, 64, 256):
+            for sk in (4, 8, 2, 16, 1):
+                for bk in (128, 64, 32):
+                    yield dict(BM=min(64, max(16, mp)), BN=bn, BK=bk, SPLIT_K=sk, num_warps=4,
+                               num_stages=3)
     elif family == "dequant":
         for bk in (64, 32, 128):
             for bn in (128, 64, 256):
@@ -280,7 +312,8 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
 def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
     """One sensible valid variant per applicable family, best guess first."""
     limits = DeviceLimits.of(device)
-    order = ("gemv", "splitk", "gemm") if M <= GEMV_MAX_M else ("gemm", "splitk", "dequant")
+    order = ("gemv", "swapab", "splitk", "gemm") if M <= GEMV_MAX_M else (
+        ("gemm", "swapab", "splitk", "dequant") if M <= SWAPAB_MAX_M else ("gemm", "splitk", "dequant"))
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
