@@ -244,6 +244,56 @@ def check_model(
         raise typer.Exit(1)
 
 
+@app.command("decode-bench")
+def decode_bench(
+    layers: int = typer.Option(8, help="decoder blocks of the 7B-shaped model"),
+    hidden: int = typer.Option(4096, help="hidden size"),
+    intermediate: int = typer.Option(11008, help="MLP size"),
+    heads: int = typer.Option(32, help="attention heads"),
+    vocab: int = typer.Option(32000, help="vocabulary"),
+    batch: str = typer.Option("1,4,16", help="batch sizes"),
+    tokens: int = typer.Option(64, help="tokens generated per run"),
+    prompt: int = typer.Option(16, help="prompt length (prefill, not timed)"),
+    group_size: int = typer.Option(128, help="quantization group size"),
+    dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
+    out: str = typer.Option("decode.json", help="where to write the JSON results"),
+):
+    """Greedy decode, one CUDA graph per step: fp16 against W4A16, tokens/s per batch size."""
+    import json
+
+    import torch
+    import triton
+
+    from tunesearch.decode import DecoderConfig, decode_benchmark, markdown_table, random_decoder
+    from tunesearch.dispatch import DispatchError, load_dispatch
+    from tunesearch.gpu import NoGPUError, gpu_info, require_cuda
+    from tunesearch.shapes import parse_ms
+
+    try:
+        require_cuda()
+        batches = parse_ms(batch)
+        cfg = DecoderConfig(hidden, intermediate, heads, layers, vocab, max_len=prompt + tokens + 1)
+        mm = load_dispatch(dispatch, group_size=group_size)
+    except NoGPUError as exc:
+        _fail(str(exc), 1)
+    except (ValueError, DispatchError) as exc:
+        _fail(str(exc))
+    model = random_decoder(cfg, device="cuda")
+    rows = decode_benchmark(model, mm, batches, tokens, prompt, graph=True, group_size=group_size,
+                            log=lambda r: console.print(f"batch {r.batch}: {r.speedup:.2f}x"))
+    import datetime
+    from dataclasses import asdict
+
+    info = gpu_info(torch.cuda.current_device())
+    record = dict(gpu=asdict(info), torch=torch.__version__, triton=triton.__version__,
+                  created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  config=asdict(cfg) | {"prompt": prompt, "tokens": tokens}, graph=True,
+                  rows=[r.to_dict() for r in rows])
+    with open(out, "w") as f:
+        json.dump(record, f, indent=1)
+    print(markdown_table(rows))
+
+
 @app.command()
 def version():
     """Print the versions tunesearch runs with."""

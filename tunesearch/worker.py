@@ -6,7 +6,9 @@ timeout, or reports an error that leaves the CUDA context unusable, the trial is
 failed with that error, the worker is replaced, and the current key is prepared again.
 
 Test hook: ``TUNESEARCH_TEST_FAULTS="variant_id:exit,variant_id:cuda,variant_id:hang"`` makes the
-worker die, raise a CUDA-style fatal error, or hang on those variants. It exists for the fault tests.
+worker die, raise a CUDA-style fatal error, or hang on those variants; ``variant_id:illegal`` (GPU
+only) launches a real out-of-bounds store just before the variant runs, so the variant's trial
+meets a genuine illegal-address error and a poisoned context. It exists for the fault tests.
 """
 from __future__ import annotations
 
@@ -29,6 +31,20 @@ class WorkerError(RuntimeError):
 def _faults() -> dict[str, str]:
     spec = os.environ.get(FAULTS_ENV, "")
     return dict(item.rsplit(":", 1) for item in spec.split(",") if ":" in item)
+
+
+def _store_out_of_bounds(device):
+    """TEST ONLY: poison the CUDA context with a real illegal-address fault (asynchronous: the
+    next synchronizing call, inside the trial, reports it)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def store_far_away(ptr):
+        tl.store(ptr + (1 << 40), 1.0)  # 4 TiB past a 4-byte allocation
+
+    store_far_away[(1,)](torch.empty(1, device=f"cuda:{device}"))
 
 
 def _serve(conn, kind: str, device, info, bandwidth):
@@ -59,6 +75,8 @@ def _serve(conn, kind: str, device, info, bandwidth):
                 os._exit(134)  # as a segfault or abort would
             if fault == "hang":
                 time.sleep(3600)
+            if fault == "illegal":
+                _store_out_of_bounds(device)
             if fault == "cuda":
                 result = Result("failed", "RuntimeError: CUDA error: an illegal memory access was encountered")
             else:
