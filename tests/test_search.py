@@ -38,7 +38,7 @@ def test_only_valid_variants_run_and_none_twice(tmp_path):
     assert 30 <= len(m.calls) <= 40 and len(m.calls) == len(set(m.calls))
     assert all(variant_error(__import__("tunesearch").variants.Variant.from_id(v), 1, 4096, 4096) is None
                for v in m.calls)
-    assert {v.split(".")[0] for v in m.calls} == {"gemm", "splitk", "gemv"}
+    assert {v.split(".")[0] for v in m.calls} == {"gemm", "splitk", "gemv", "swapab"}
     # resuming with a larger budget measures only the difference
     m2 = Landscape(m.best_id)
     s2 = KeySearch(s.store, m2, s.key, code="c", gpu_id=1, sweep_id=None, versions={}, seed=1)
