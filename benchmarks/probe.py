@@ -1,7 +1,8 @@
 """Device probe: ceilings, and every (or a sample of) variant timed at a few keys.
 
-    python benchmarks/probe.py OUT_DIR [CAP [MxKxN,MxKxN...]]
-Writes OUT_DIR/probe.json (one row per variant) and prints the best per family per key.
+    python benchmarks/probe.py OUT_DIR [CAP [MxKxN,MxKxN... [FAMILY,FAMILY...]]]
+Writes OUT_DIR/probe.json (one row per variant) and prints the best per family per key; with
+FAMILY only those families are sampled (the heuristic seeds of every family are still timed).
 With CAP at least the space's size, a key's space is timed exhaustively (the baseline of
 benchmarks/search_quality.py).
 """
@@ -19,7 +20,7 @@ from tunesearch.variants import FAMILIES, heuristic_variants, variant_space
 KEYS = [(1, 4096, 11008), (1, 4096, 4096), (16, 4096, 11008), (64, 4096, 11008), (1024, 4096, 11008)]
 
 
-def main(out_dir, cap=250, keys=KEYS):
+def main(out_dir, cap=250, keys=KEYS, families=FAMILIES):
     t0 = time.time()
     info = gpu_info(0)
     bw = measure_copy_bandwidth(0)
@@ -33,7 +34,7 @@ def main(out_dir, cap=250, keys=KEYS):
     with Compiler(0) as compiler:
         for M, K, N in keys:
             rng = random.Random(M)
-            space = variant_space(M, N, K, 128, device=0)
+            space = [v for v in variant_space(M, N, K, 128, device=0) if v.family in families]
             sample = list(dict.fromkeys(heuristic_variants(M, N, K, 128, 0) + rng.sample(space, min(cap, len(space)))))
             tc = time.time()
             errors = compiler.compile([v.id for v in sample], M, N, K, 128)
@@ -73,4 +74,5 @@ def main(out_dir, cap=250, keys=KEYS):
 
 if __name__ == "__main__":
     keys = [tuple(int(x) for x in k.split("x")) for k in sys.argv[3].split(",")] if len(sys.argv) > 3 else KEYS
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 250, keys)
+    families = tuple(sys.argv[4].split(",")) if len(sys.argv) > 4 else FAMILIES
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 250, keys, families)

@@ -65,6 +65,8 @@ def test_invalid_configs_are_rejected_with_a_reason():
     assert "empty" in variant_error(v, 1, 4096, 18 * 128, 128, prune=True)  # 9 splits of 2 cover it
     v = Variant.from_id("swapab.bm16.bn64.bk256.sk1.w4.s3")
     assert "group size" in variant_error(v, 1, 4096, 4096, 128)
+    assert variant_error(v, 1, 4096, 4096, 256) is None
+    assert "BK/8 >= 16" in variant_error(Variant.from_id("swapab.bm16.bn64.bk64.sk1.w4.s3"), 1, 4096, 4096, 128)
     v = Variant.from_id("gemm.bm16.bn128.bk64.g1.w4.s3")
     assert "divide" in variant_error(v, 1, 4096, 4096, 96)
     v = Variant.from_id("gemm.bm128.bn256.bk128.g1.w4.s4")

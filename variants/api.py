@@ -84,7 +84,7 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
     elif variant.family == "swapab":
         kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k)
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
     else:
         kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)

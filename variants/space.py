@@ -41,7 +41,7 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512, 1024), BK=(32, 64, 128, 256),
                  SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
-    "swapab": dict(BM=(16, 32, 64), BN=(64, 128, 256), BK=(32, 64, 128),
+    "swapab": dict(BM=(16, 32, 64), BN=(64, 128, 256), BK=(128, 256),
                    SPLIT_K=(1, 2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
@@ -193,8 +193,11 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return None
     if min(bm, bn, bk) < 16:
         return "tl.dot needs BM, BN, BK >= 16"
-    if variant.family == "swapab" and bk > group_size:
-        return f"swapab scales per block: BK={bk} must not exceed the group size {group_size}"
+    if variant.family == "swapab":
+        if bk < 128:
+            return f"swapab's nibble planes are [BN, BK/8]: the dot needs BK/8 >= 16, got BK={bk}"
+        if group_size % bk:
+            return f"swapab scales per block: the group size {group_size} must be a multiple of BK={bk}"
     if bm * bn // threads > 128:
         return f"{bm * bn // threads} fp32 accumulator registers/thread (limit 128)"
     if bk * bn // threads > 128:
@@ -293,7 +296,7 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
     elif family == "swapab":
         for bn in (128, 64, 256):
             for sk in (4, 8, 2, 16, 1):
-                for bk in (128, 64, 32):
+                for bk in (128, 256):
                     yield dict(BM=min(64, max(16, mp)), BN=bn, BK=bk, SPLIT_K=sk, num_warps=4,
                                num_stages=3)
     elif family == "dequant":

@@ -1,17 +1,55 @@
-"""Swap-AB tensor-core GEMM for small M: computes C^T = W^T A^T.
+"""Swap-AB tensor-core GEMM for small M: computes C^T = W^T A^T, one nibble plane at a time.
 
 At decode sizes (M <= 64) a [BM, BN] tile with BM = 16 can only use ``mma.sync``, and the
-dequantized weights must be staged in shared memory as wgmma's B operand. Swapping the operands
-makes the weights the *left* operand, [BN, BK] with BN >= 64: wgmma's M dimension is then the
-layer's N, the activations become the small right operand [BK, BM], and the left operand may
-come straight from registers. Codes enter the dot as exact small integers (q - 8, in fp16) and the
-group's scale multiplies the [BN, BM] block product in fp32, once per block, instead of every
-weight (BK <= G is required for that).
+dequantized weights would have to be staged in shared memory as wgmma's B operand. Swapping the
+operands makes the weights the *left* operand, [BN, BK] with BN >= 64 rows, which wgmma reads
+from registers.
+
+The K block is not unpacked into one [BN, BK] tile (a reshape, which Triton lowers to a trip
+through shared memory). Instead nibble j of every packed int32 forms the plane
+W_j[n, k8] = w[k0 + 8*k8 + j, n], and the block's product is the sum over j of eight dots
+W_j [BN, BK/8] x A_j [BK/8, BM], A_j the activations at k = k0 + 8*k8 + j. Each W_j is an
+elementwise function of the packed block, so Triton loads the packed int32 from shared memory
+straight into wgmma's register-operand layout and unpacks there: no dequantized weight is ever
+stored. Codes enter the dot as exact small integers (q - 8 in fp16); the group's scale multiplies
+the [BN, BM] block product in fp32, once per block (so G must be a multiple of BK).
+
+The unpack of two neighbouring int32 (k8, k8 + 1) into the fp16 pair wgmma wants is four
+instructions in PTX (PRMT, SHR, LOP3 with the 0x6400 magic, HSUB2): ~2 per weight, where Triton's
+own integer ops took ~3.4. The interpreter cannot run PTX, so it takes the plain-Triton spelling.
 """
 import triton
 import triton.language as tl
 
 from ._common import split_k_range, store_or_reduce_splitk
+
+
+@triton.jit
+def _nibble_plane_ptx(packed, J: tl.constexpr):
+    # bytes J//2 of both int32 side by side (PRMT), the nibble to bits 0-3 / 16-19 (SHR), kept
+    # under the fp16 exponent of 1024 (LOP3: (t & 0x000F000F) | 0x64006400), minus 1032 (HSUB2)
+    SELECT: tl.constexpr = (J // 2) | ((4 + J // 2) << 8)
+    SHIFT: tl.constexpr = 4 * (J % 2)
+    return tl.inline_asm_elementwise(
+        asm=f"""{{
+        .reg .b32 t, c;
+        prmt.b32 t, $1, $2, {SELECT};
+        shr.b32 t, t, {SHIFT};
+        lop3.b32 t, t, 0x000F000F, 0x64006400, 0xEA;
+        mov.b32 c, 0x64086408;
+        sub.f16x2 $0, t, c;
+        }}""",
+        constraints="=r,r,r", args=[packed], dtype=tl.float16, is_pure=True, pack=2)
+
+
+@triton.jit
+def _nibble_plane(packed, J: tl.constexpr, PTX: tl.constexpr):
+    """fp16 (q - 8) of nibble J of every int32 in ``packed``."""
+    if PTX:
+        return _nibble_plane_ptx(packed, J)
+    else:
+        codes = (packed >> (4 * J)) & 0xF
+        return ((codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0).to(tl.float16)
 
 
 @triton.jit
@@ -24,40 +62,36 @@ def swapab_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     # meta-parameters
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, PTX: tl.constexpr,
 ):
-    # 1. program id -> (pid_n, pid_k, pid_m): the N tiles of one split are neighbours
+    BK8: tl.constexpr = BK // 8
+    # 1. program id -> (pid_n, pid_k, pid_m)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_m = tl.program_id(2)
 
-    # 2. pointers: W^T [BN, BK] (each packed row addressed once per k it holds, as in gemm) and
-    #    A^T [BK, BM]
+    # 2. pointers: the packed block [BN, BK/8] (W^T) and A_0^T [BK/8, BM] (A_j is j further on)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
-    offs_k = tl.arange(0, BK)
+    offs_k8 = tl.arange(0, BK8)
     mask_m = offs_m < M
     mask_n = offs_n < N
     k_begin, k_end = split_k_range(pid_k, K, BK, SPLIT_K)
-    offs_k8 = tl.arange(0, BK // 8)
     b_ptrs = b_ptr + offs_n[:, None] * stride_bn + (k_begin // 8 + offs_k8)[None, :] * stride_bk
-    a_ptrs = a_ptr + offs_m[None, :] * stride_am + (k_begin + offs_k)[:, None] * stride_ak
-    shifts = (tl.arange(0, 8) * 4)[None, None, :]
+    a_ptrs = a_ptr + offs_m[None, :] * stride_am + (k_begin + 8 * offs_k8)[:, None] * stride_ak
 
-    # 3. the K loop: codes -> fp16 (q - 8) exactly, block product, scale in fp32
+    # 3. the K loop: eight nibble-plane dots per block, then the block's scale in fp32
     acc = tl.zeros([BN, BM], dtype=tl.float32)
     for k in range(k_begin, k_end, BK):
         packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
-        a = tl.load(a_ptrs, mask=mask_m[None, :], other=0.0)
-        # [BN, BK/8] -> [BN, BK/8, 8] -> [BN, BK]: nibble j of row k8 is k = 8 * k8 + j, so the
-        # eight codes of one int32 end up side by side along K (a register-local reshape)
-        codes = tl.reshape((packed[:, :, None] >> shifts) & 0xF, (BN, BK))
-        # 0x6400 | q is the fp16 1024 + q (no I2F); one subtraction leaves q - 8
-        w = ((codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0).to(tl.float16)
+        block = tl.zeros([BN, BM], dtype=tl.float32)
+        for j in tl.static_range(8):
+            a_j = tl.load(a_ptrs + j * stride_ak, mask=mask_m[None, :], other=0.0)
+            block = tl.dot(_nibble_plane(packed, j, PTX), a_j, block)
         s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-        acc += tl.dot(w, a) * s.to(tl.float32)[:, None]
+        acc += block * s.to(tl.float32)[:, None]
         a_ptrs += BK * stride_ak
-        b_ptrs += (BK // 8) * stride_bk
+        b_ptrs += BK8 * stride_bk
 
     # 4. store C = acc^T (or reduce the split-K partials in fp32, then store)
     tile_id = pid_m * tl.num_programs(0) + pid_n
