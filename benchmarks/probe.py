@@ -59,9 +59,9 @@ def main(out_dir, cap=250, keys=KEYS, families=FAMILIES):
             print(f"\nM={M} K={K} N={N}: {len(sample)} variants of {len(space)}, compile {tc:.0f}s, "
                   f"check+time {tt:.0f}s; fp16 {fp16:.1f} us; roofline {roof:.2f} us", flush=True)
             for family in FAMILIES:
-                ok = sorted((r for r in rows if r["M"] == M and r["N"] == N and r["family"] == family
+                ok = sorted((r for r in rows if r["M"] == M and r["N"] == N and r["K"] == K and r.get("family") == family
                              and "us" in r), key=lambda r: r["us"])
-                bad = [r for r in rows if r["M"] == M and r["N"] == N and r["family"] == family and r["error"]]
+                bad = [r for r in rows if r["M"] == M and r["N"] == N and r["K"] == K and r.get("family") == family and r["error"]]
                 for r in ok[:4]:
                     print(f"  {r['id']:42s} {r['us']:8.2f} us")
                 if bad:
