@@ -41,8 +41,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                    SPLIT_K=(2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
     "gemv": dict(BM=(1, 2, 4, 8, 16), BN=(64, 128, 256, 512, 1024), BK=(32, 64, 128, 256),
                  SPLIT_K=(1, 2, 4, 8, 16, 32), num_warps=(2, 4, 8), num_stages=(1, 2)),
+    # swapab with 2 warps runs mma.sync (wgmma needs a warp group of 4): no asynchronous wait
+    # per nibble-plane dot, more CTAs per SM
     "swapab": dict(BM=(16, 32, 64), BN=(64, 128, 256), BK=(128, 256),
-                   SPLIT_K=(1, 2, 4, 8, 16), num_warps=(4, 8), num_stages=(2, 3, 4)),
+                   SPLIT_K=(1, 2, 4, 8, 16), num_warps=(2, 4, 8), num_stages=(2, 3, 4)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
 }
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
