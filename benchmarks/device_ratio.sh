@@ -3,7 +3,7 @@
 # Triton cache (so neither run compiles for the other). Source benchmarks/device_setup.sh first.
 set -uo pipefail
 now() { python3 -c 'import time; print(f"{time.time():.1f}")'; }
-for gpu in 0 all; do
+for gpu in ${RATIO_GPUS:-0 all}; do
   t0=$(now)
   TRITON_CACHE_DIR=/tmp/triton_cache_$gpu timeout 240 tunesearch sweep --gpu $gpu --shapes llama-7b \
     --m ${RATIO_M:-1,16,64,256} --trials ${RATIO_TRIALS:-20} --db sqlite:////tmp/ratio_$gpu.db > /tmp/ratio_$gpu.log 2>&1

@@ -124,7 +124,7 @@ def test_two_sweeps_write_one_store_at_once(shared_db):
 
 
 def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
-    """--gpu all: the keys dealt round-robin to one worker process per device, one store. (The
+    """--gpu all: one worker process per device pulls keys from a shared queue, one store. (The
     interpreter measurer ignores the device index, so two 'devices' run on the CPU here.)"""
     from tunesearch.sweep import run_sweep_all
 
@@ -137,9 +137,12 @@ def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
     assert sum(n for _, n, _, _ in results) == 16
     rows = Store(url).trials()
     assert len(rows) == 16 and {t.m for t in rows} == {1, 3, 5, 8}
+    assert all(sum(t.m == m for t in rows) == 4 for m in (1, 3, 5, 8))  # each key once, by one worker
     with Store(url).session() as session:
         parts = sorted(tuple(sw.settings["part"]) for sw in session.query(Sweep))
+        workers_per_key = {m: {t.sweep_id for t in rows if t.m == m} for m in (1, 3, 5, 8)}
     assert parts == [(0, 2), (1, 2)]
+    assert all(len(sweeps) == 1 for sweeps in workers_per_key.values())
 
 
 def test_a_failing_setup_step_raises_with_its_error():
