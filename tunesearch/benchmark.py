@@ -9,7 +9,10 @@ import torch
 
 from .bench import CheckInputs, Operands, graph_time, kernel_bytes, relative_error, time_fp16
 from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
-from .peers import time_gemlite, time_tinygemm
+from .peers import time_gemlite, time_naive_triton, time_tinygemm
+
+
+PEERS = ("tinygemm_us", "naive_triton_us", "gemlite_us")  # timed when --peers (gemlite if installed)
 
 
 def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
@@ -64,6 +67,10 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
                     row["tinygemm_us"] = time_tinygemm(M, N, K, group_size, info.l2_bytes, replays).us
                 except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
                     row["tinygemm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                try:
+                    row["naive_triton_us"] = time_naive_triton(M, N, K, group_size, info.l2_bytes, replays).us
+                except Exception as exc:
+                    row["naive_triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
                 gl = None
                 try:
                     gl = time_gemlite(M, N, K, group_size, info.l2_bytes, replays)
@@ -74,7 +81,7 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
             row["gbps"] = kernel_bytes(M, N, K, group_size) / (ours.us * 1e-6) / 1e9
             row["copy_bw_frac"] = row["gbps"] * 1e9 / bw
             row["speedup_fp16"] = row["fp16_us"] / ours.us
-            peer_times = [row[k] for k in ("tinygemm_us", "gemlite_us") if k in row]
+            peer_times = [row[k] for k in PEERS if k in row]
             row["speedup_best_peer"] = min(peer_times + [row["fp16_us"]]) / ours.us
             rows.append(row)
             torch.cuda.empty_cache()
@@ -87,13 +94,16 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
 
 
 def markdown_table(result: dict) -> str:
-    lines = ["| K×N | M | tunesearch µs | variant | % copy BW | floor µs | fp16 µs | tinygemm µs | ×fp16 | ×best peer |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    peers = [p for p in PEERS if any(p in r for r in result["rows"])]
+    names = {"tinygemm_us": "tinygemm µs", "naive_triton_us": "naive Triton µs", "gemlite_us": "gemlite µs"}
+    lines = ["| K×N | M | tunesearch µs | variant | % copy BW | floor µs | fp16 µs | "
+             + "".join(f"{names[p]} | " for p in peers) + "×fp16 | ×best peer |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(peers) + "---|---|"]
     for r in result["rows"]:
         floor = f"{r['stream_floor_us']:.1f}" if r.get("stream_floor_us") else ""
-        tiny = f"{r['tinygemm_us']:.1f}" if "tinygemm_us" in r else "-"
+        times = "".join((f"{r[p]:.1f} | " if p in r else "- | ") for p in peers)
         lines.append(f"| {r['K']}×{r['N']} | {r['M']} | {r['tunesearch_us']:.1f} | `{r['variant']}` | "
-                     f"{100 * r['copy_bw_frac']:.0f}% | {floor} | {r['fp16_us']:.1f} | {tiny} | "
+                     f"{100 * r['copy_bw_frac']:.0f}% | {floor} | {r['fp16_us']:.1f} | {times}"
                      f"{r['speedup_fp16']:.2f} | {r['speedup_best_peer']:.2f} |")
     return "\n".join(lines)
 
@@ -112,7 +122,8 @@ def write_results(result: dict, json_path: str, plot_path: str | None = None) ->
         for ax, (k, n) in zip(axes[0], shapes):
             rows = [r for r in result["rows"] if (r["K"], r["N"]) == (k, n)]
             for key, label in (("tunesearch_us", "tunesearch"), ("fp16_us", "cuBLAS fp16"),
-                               ("tinygemm_us", "tinygemm"), ("gemlite_us", "gemlite"),
+                               ("tinygemm_us", "tinygemm"), ("naive_triton_us", "naive Triton"),
+                               ("gemlite_us", "gemlite"),
                                ("roofline_us", "int4 roofline (copy BW)")):
                 pts = [(r["M"], r[key]) for r in rows if r.get(key)]
                 if pts:

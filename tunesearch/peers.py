@@ -22,6 +22,16 @@ def time_tinygemm(M: int, N: int, K: int, group_size: int, l2_bytes: int, replay
                        for c in copies], replays)
 
 
+def time_naive_triton(M: int, N: int, K: int, group_size: int, l2_bytes: int, replays: int = 20) -> Timing:
+    """The naive autotuned Triton kernel (``tunesearch.naive``) on tunesearch's own layout."""
+    from .bench import Operands
+    from .naive import naive_matmul
+
+    ops = Operands(M, N, K, group_size, l2_bytes)
+    return graph_time([lambda c=c: naive_matmul(c[0], c[1], c[2], group_size, out=c[3]) for c in ops.copies],
+                      replays)
+
+
 def time_gemlite(M: int, N: int, K: int, group_size: int, l2_bytes: int, replays: int = 20) -> Timing | None:
     """gemlite's Triton W4A16 layer, when it is installed; None otherwise."""
     try:
