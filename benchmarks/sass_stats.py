@@ -18,6 +18,7 @@ from triton.compiler import ASTSource
 
 from tunesearch.variants.gemm import gemm_kernel
 from tunesearch.variants.gemv import gemv_kernel
+from tunesearch.variants.swapab import swapab_kernel
 
 ARGS = ["a_ptr", "b_ptr", "s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "M", "N", "K", "stride_am", "stride_ak",
         "stride_bk", "stride_bn", "stride_sg", "stride_sn", "stride_cm", "stride_cn"]
@@ -50,9 +51,12 @@ def sass_counts(compiled) -> collections.Counter:
 
 
 def main():
-    show = ("LOP3", "FADD", "FFMA", "LDG", "LDGSTS", "STS", "LDS", "BAR", "I2F", "HADD2", "HMUL2", "IMAD")
-    cases = [("gemv", gemv_kernel, dict(GROUP=128, BM=1, BN=256, BK=128, SPLIT_K=8), 4, 1),
-             ("gemv", gemv_kernel, dict(GROUP=128, BM=4, BN=256, BK=32, SPLIT_K=8), 4, 1),
+    show = ("LOP3", "PRMT", "SHF", "FADD", "FFMA", "LDG", "LDGSTS", "STS", "LDS", "BAR", "I2F", "HADD2",
+            "HMUL2", "IMAD", "HGMMA", "HMMA")
+    cases = [("gemv", gemv_kernel, dict(GROUP=128, BM=1, BN=1024, BK=32, SPLIT_K=32, STAGES=2), 8, 1),
+             ("gemv", gemv_kernel, dict(GROUP=128, BM=4, BN=64, BK=64, SPLIT_K=8, STAGES=1), 4, 1),
+             ("swapab", swapab_kernel, dict(GROUP=128, BM=16, BN=128, BK=128, SPLIT_K=4, PTX=True), 4, 3),
+             ("swapab", swapab_kernel, dict(GROUP=128, BM=16, BN=64, BK=128, SPLIT_K=8, PTX=True), 2, 3),
              ("gemm", gemm_kernel, dict(GROUP=128, BM=64, BN=128, BK=64, GROUP_M=8, SPLIT_K=1), 4, 3),
              ("gemm", gemm_kernel, dict(GROUP=128, BM=16, BN=64, BK=128, GROUP_M=1, SPLIT_K=4), 4, 3)]
     print("whole-kernel SASS instructions per (thread x weight x row) of one loop iteration")
