@@ -145,6 +145,33 @@ def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
     assert all(len(sweeps) == 1 for sweeps in workers_per_key.values())
 
 
+class Events:
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda arg: self.calls.append(name)
+
+
+def test_a_gpu_worker_that_dies_is_reported_and_the_other_takes_its_keys(tmp_path, monkeypatch):
+    """--gpu all: a worker process killed outright (no word sent) must not hang the parent; the
+    surviving worker pulls every key from the shared queue. Progress of all workers reaches the
+    parent's display."""
+    from tunesearch.sweep import run_sweep_all
+
+    monkeypatch.setenv(FAULTS_ENV, "sweep-worker-1:exit")
+    url = f"sqlite:///{tmp_path}/dead.db"
+    Store(url)
+    s = SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 8], group_size=64, trials=4, interpret_test=True)
+    events = Events()
+    results = run_sweep_all(url, s, devices=[0, 1], progress=events)
+    assert results[0][1:3] == (16, "done")
+    assert results[1][2] == "crashed" and "exit code 137" in results[1][3]
+    assert len(Store(url).trials()) == 16
+    assert events.calls.count("start_key") == 4 and events.calls.count("end_key") == 4
+    assert events.calls.count("trial") == 16
+
+
 def test_a_failing_setup_step_raises_with_its_error():
     from tunesearch.measure import InterpreterMeasurer
     from tunesearch.worker import IsolatedMeasurer, WorkerError

@@ -114,7 +114,8 @@ def sweep(
         except ValueError as exc:
             _fail(str(exc))
         if len(devices) > 1:
-            results = run_sweep_all(store.url, settings, devices)
+            with _Progress(settings) as progress:
+                results = run_sweep_all(store.url, settings, devices, progress)
             for dev, n, status, err in results:
                 console.print(f"GPU {dev}: {n} trials, {status}" + (f": {err}" if err else ""))
             best = store.best_trials()

@@ -175,31 +175,83 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                        worker_restarts=measurer.restarts)
 
 
+class _ForwardedProgress:
+    """A worker process's progress calls, sent to the parent (which draws one display)."""
+
+    def __init__(self, queue, device):
+        self.queue, self.device = queue, device
+
+    def start_key(self, key):
+        self.queue.put(("start_key", self.device, key))
+
+    def trial(self, record):
+        self.queue.put(("trial", self.device, None))
+
+    def end_key(self, key):
+        self.queue.put(("end_key", self.device, key))
+
+
 def _worker(url, settings, device, queue, key_queue):
+    import os
+
+    from .worker import _faults
+
+    if _faults().get(f"sweep-worker-{device}") == "exit":  # TEST ONLY: die without a word
+        os._exit(137)
     try:
-        result = run_sweep(Store(url), settings, device, key_queue=key_queue)
-        queue.put((device, result.trials_run, result.status, None))
+        result = run_sweep(Store(url), settings, device, progress=_ForwardedProgress(queue, device),
+                           key_queue=key_queue)
+        queue.put(("result", device, result.trials_run, result.status, None))
     except BaseException as exc:  # report, do not hang the parent
-        queue.put((device, 0, "crashed", f"{type(exc).__name__}: {exc}"))
+        queue.put(("result", device, 0, "crashed", f"{type(exc).__name__}: {exc}"))
 
 
-def run_sweep_all(url: str, settings: SweepSettings, devices: list[int]):
+def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progress=None):
     """One worker process per GPU, one store and one set of studies. The keys are dealt from a
     shared queue, each GPU taking the next as soon as it is free: a static round-robin share left
-    the H200 pair's two sweeps at 52.8 and 44.1 s for the same number of keys."""
+    the H200 pair's two sweeps at 52.8 and 44.1 s for the same number of keys.
+
+    Returns (device, trials run, status, error) per worker; a worker that dies without reporting
+    (killed, out of memory) is 'crashed' with its exit code, and the others carry on. ``progress``
+    (start_key / trial / end_key) receives every worker's progress."""
+    import queue as queue_module
+
     ctx = multiprocessing.get_context("spawn")
-    queue, key_queue = ctx.Queue(), ctx.Queue()
+    events, key_queue = ctx.Queue(), ctx.Queue()
     for i in range(len(settings.shapes) * len(settings.ms)):
         key_queue.put(i)
     for _ in devices:
         key_queue.put(None)  # one stop sentinel per worker
-    procs = []
+    procs = {}
     for i, dev in enumerate(devices):
         s = SweepSettings(**{**settings.__dict__, "part": (i, len(devices))})
-        p = ctx.Process(target=_worker, args=(url, s, dev, queue, key_queue))
+        p = ctx.Process(target=_worker, args=(url, s, dev, events, key_queue))
         p.start()
-        procs.append(p)
-    results = [queue.get() for _ in procs]
-    for p in procs:
+        procs[dev] = p
+    results = {}
+    while len(results) < len(procs):
+        try:
+            kind, dev, *rest = events.get(timeout=1.0)
+        except queue_module.Empty:
+            for dev, p in procs.items():
+                if dev not in results and not p.is_alive():
+                    try:  # its last words may still be in the pipe
+                        while True:
+                            kind, d, *rest = events.get(timeout=1.0)
+                            _handle(kind, d, rest, results, progress)
+                    except queue_module.Empty:
+                        pass
+                    if dev not in results:
+                        results[dev] = (dev, 0, "crashed", f"worker process died (exit code {p.exitcode})")
+            continue
+        _handle(kind, dev, rest, results, progress)
+    for p in procs.values():
         p.join()
-    return results
+    return [results[dev] for dev in devices]
+
+
+def _handle(kind, dev, rest, results, progress):
+    if kind == "result":
+        results[dev] = (dev, *rest)
+    elif progress is not None:
+        getattr(progress, kind)(rest[0])
