@@ -90,3 +90,19 @@ def test_reference_model_holds_spec_dequantized_weights(llama):
     assert not torch.equal(w, orig)
     assert (w.float() - orig.float()).abs().max() < orig.float().abs().max() / 7
     assert torch.equal(ref.lm_head.weight, model.lm_head.weight)
+
+
+def test_check_model_command(kernel_device):
+    """The CLI entry: a passing check prints its JSON and exits 0; bad flags exit 2 with one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tunesearch.cli import app
+
+    r = CliRunner().invoke(app, ["check-model", "--device", "cpu", "--kv-heads", "4", "--tokens", "8"])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.output.strip().splitlines()[-1])
+    assert result["passed"] and result["top1_agreement"] == 1.0 and result["tokens"] == 8
+    r = CliRunner().invoke(app, ["check-model", "--device", "cpu", "--kv-heads", "3"])
+    assert r.exit_code == 2 and "--kv-heads 3 must be >= 1 and divide --heads 4" in r.output

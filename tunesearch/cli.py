@@ -217,6 +217,7 @@ def check_model(
     intermediate: int = typer.Option(256, help="MLP size"),
     layers: int = typer.Option(2, help="decoder blocks"),
     heads: int = typer.Option(4, help="attention heads"),
+    kv_heads: Optional[int] = typer.Option(None, help="key/value heads (default: heads/2; Llama-7B has 32 of 32)"),
     vocab: int = typer.Option(256, help="vocabulary"),
     tokens: int = typer.Option(16, help="prompt length"),
     group_size: int = typer.Option(128, help="quantization group size"),
@@ -237,7 +238,10 @@ def check_model(
         mm = load_dispatch(dispatch, group_size=group_size)
     except (ValueError, DispatchError) as exc:
         _fail(str(exc))
-    model = tiny_llama(hidden, intermediate, layers, heads, max(1, heads // 2), vocab, device=device)
+    kv = kv_heads if kv_heads is not None else max(1, heads // 2)
+    if kv < 1 or heads % kv:
+        _fail(f"--kv-heads {kv} must be >= 1 and divide --heads {heads}")
+    model = tiny_llama(hidden, intermediate, layers, heads, kv, vocab, device=device)
     ids = torch.randint(0, vocab, (1, tokens), generator=torch.Generator().manual_seed(0)).to(device)
     result = logit_check(model, ids, dispatch=mm, group_size=group_size)
     print(json.dumps(result.to_dict()))
