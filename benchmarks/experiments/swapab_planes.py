@@ -10,34 +10,7 @@ import triton
 import triton.language as tl
 
 from tunesearch.variants._common import split_k_range, store_or_reduce_splitk
-
-
-@triton.jit
-def _nibble_plane_ptx(packed, J: tl.constexpr):
-    # bytes J//2 of both int32 side by side (PRMT), the nibble to bits 0-3 / 16-19 (SHR), kept
-    # under the fp16 exponent of 1024 (LOP3: (t & 0x000F000F) | 0x64006400), minus 1032 (HSUB2)
-    SELECT: tl.constexpr = (J // 2) | ((4 + J // 2) << 8)
-    SHIFT: tl.constexpr = 4 * (J % 2)
-    return tl.inline_asm_elementwise(
-        asm=f"""{{
-        .reg .b32 t, c;
-        prmt.b32 t, $1, $2, {SELECT};
-        shr.b32 t, t, {SHIFT};
-        lop3.b32 t, t, 0x000F000F, 0x64006400, 0xEA;
-        mov.b32 c, 0x64086408;
-        sub.f16x2 $0, t, c;
-        }}""",
-        constraints="=r,r,r", args=[packed], dtype=tl.float16, is_pure=True, pack=2)
-
-
-@triton.jit
-def _nibble_plane(packed, J: tl.constexpr, PTX: tl.constexpr):
-    """fp16 (q - 8) of nibble J of every int32 in ``packed``."""
-    if PTX:
-        return _nibble_plane_ptx(packed, J)
-    else:
-        codes = (packed >> (4 * J)) & 0xF
-        return ((codes | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1032.0).to(tl.float16)
+from tunesearch.variants.swapab import _nibble_plane  # the shipped unpack, PTX and interpreter forms
 
 
 @triton.jit
