@@ -39,16 +39,36 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int, num_stages: int):
                           options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
-def sass_counts(compiled) -> collections.Counter:
+def disassemble(compiled) -> list[tuple[int, str]]:
+    """(address, opcode) of every SASS instruction, predicates stripped."""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
         sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
-    ops = [re.sub(r"^\s*/\*[0-9a-f]+\*/\s*(@!?U?P\w+\s+)?", "", line).split()[0]
-           for line in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)]
-    return collections.Counter(op.split(".")[0] for op in ops)
+    out = []
+    for line in sass.splitlines():
+        hit = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s*(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)", line)
+        if hit:
+            out.append((int(hit.group(1), 16), hit.group(3), hit.group(4)))
+    return out
 
+
+def sass_counts(compiled) -> collections.Counter:
+    return collections.Counter(op.split(".")[0] for _, op, _ in disassemble(compiled))
+
+
+def loop_counts(compiled) -> collections.Counter:
+    """Opcodes of the hottest loop: the longest backward branch's body (the K loop, unpeeled)."""
+    instrs = disassemble(compiled)
+    best = (0, 0)
+    for addr, op, rest in instrs:
+        target = re.search(r"BRA\s+(?:`\(.*?\)\s*)?0x([0-9a-f]+)", op + rest)
+        if op.startswith("BRA") and target and int(target.group(1), 16) < addr:
+            start = int(target.group(1), 16)
+            if addr - start > best[1] - best[0]:
+                best = (start, addr)
+    return collections.Counter(op.split(".")[0] for a, op, _ in instrs if best[0] <= a <= best[1])
 
 def main():
     show = ("LOP3", "PRMT", "SHF", "FADD", "FFMA", "LDG", "LDGSTS", "STS", "LDS", "BAR", "I2F", "HADD2",
@@ -59,13 +79,12 @@ def main():
              ("swapab", swapab_kernel, dict(GROUP=128, BM=16, BN=64, BK=128, SPLIT_K=8, PTX=True), 2, 3),
              ("gemm", gemm_kernel, dict(GROUP=128, BM=64, BN=128, BK=64, GROUP_M=8, SPLIT_K=1), 4, 3),
              ("gemm", gemm_kernel, dict(GROUP=128, BM=16, BN=64, BK=128, GROUP_M=1, SPLIT_K=4), 4, 3)]
-    print("whole-kernel SASS instructions per (thread x weight x row) of one loop iteration")
+    print("SASS instructions of the K loop's body per weight a thread handles in one iteration")
     for name, kernel, meta, warps, stages in cases:
-        counts = sass_counts(compile_sm90(kernel, meta, warps, stages))
-        per = meta["BM"] * meta["BN"] * meta["BK"] / (32 * warps)
+        counts = loop_counts(compile_sm90(kernel, meta, warps, stages))
+        per = meta["BN"] * meta["BK"] / (32 * warps)  # weights per thread per iteration
         detail = " ".join(f"{op}={counts[op] / per:.2f}" for op in show if counts[op])
-        print(f"{name} {meta} w{warps} s{stages}: total {sum(counts.values()) / per:.2f} | {detail}")
-
+        print(f"{name} {meta} w{warps} s{stages}: loop {sum(counts.values()) / per:.2f} | {detail}")
 
 if __name__ == "__main__":
     main()

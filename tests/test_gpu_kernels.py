@@ -38,3 +38,37 @@ def test_families_on_gpu(M, K, N, compiler):
             failures.append(str(exc))
     print(f"M={M} K={K} N={N}: {len(checked)} variants checked")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.gpu
+def test_swapab_ptx_unpack_equals_the_plain_spelling_on_every_nibble():
+    """The eight-plane PTX block against the plain-Triton unpack the interpreter tests, bit for bit,
+    on every nibble value in every position of both int32 of a pair (plus random words)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from tunesearch.variants.swapab import _nibble_planes
+
+    @triton.jit
+    def planes_kernel(x_ptr, ptx_ptr, plain_ptr, total, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        ptx = _nibble_planes(x, True)
+        plain = _nibble_planes(x, False)
+        for j in tl.static_range(8):
+            tl.store(ptx_ptr + j * total + offs, ptx[j])
+            tl.store(plain_ptr + j * total + offs, plain[j])
+
+    nibbles = torch.arange(16, dtype=torch.int64)
+    words = [(nibbles << (4 * j)) for j in range(8)]  # value v at nibble j, zeros elsewhere
+    words.append(nibbles * 0x11111111)  # v at every nibble
+    words.append(torch.randint(-2**31, 2**31 - 1, (4096 - 16 * 9,), dtype=torch.int64))
+    x = torch.cat(words)
+    x = torch.where(x >= 2**31, x - 2**32, x).to(torch.int32).flip(0).contiguous().cuda()
+    ptx = torch.empty(8, x.numel(), dtype=torch.float16, device="cuda")
+    plain = torch.empty_like(ptx)
+    planes_kernel[(x.numel() // 256,)](x, ptx, plain, x.numel(), BLOCK=256)
+    assert torch.equal(ptx.view(torch.int16), plain.view(torch.int16))
+    codes = (x.long()[None, :] >> (4 * torch.arange(8, device="cuda")[:, None])) & 0xF
+    assert torch.equal(ptx.float(), (codes - 8).float())
