@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run behind the README's figures, in one device call (nvidia-h200-x2), ~8 minutes:
 #   sweep llama-7b on every GPU into one store -> export the packaged table -> bench on it ->
-#   dispatch GPU test -> decode benchmark -> the 1-GPU vs 2-GPU sweep wall-time ratio.
+#   GPU tests -> decode benchmark. (The 1-GPU vs 2-GPU wall-time ratio: benchmarks/device_ratio.sh.)
 # Source benchmarks/device_setup.sh first; everything lands in $OUT.
 set -uo pipefail
 day=$(date -u +%F)
@@ -22,19 +22,12 @@ step "bench on the new table"
 timeout 150 tunesearch bench --dispatch $OUT/h200.json --out $OUT/bench_llama7b_h200_$day.json \
   --plot $OUT/bench_llama7b_h200_$day.png 2>&1 | grep -v " us$"
 
-step "dispatch GPU test on the new table"
-TUNESEARCH_DISPATCH=$OUT/h200.json timeout 100 python -m pytest -q -p no:warnings -m gpu tests/test_gpu_dispatch.py 2>&1 | tail -3
+step "GPU tests: dispatch on the new table, the PTX unpack"
+TUNESEARCH_DISPATCH=$OUT/h200.json timeout 100 python -m pytest -q -p no:warnings -m gpu tests/test_gpu_dispatch.py \
+  tests/test_gpu_kernels.py -k "dispatch or ptx" 2>&1 | tail -3
 
 step "decode benchmark (8 blocks of 7B shapes, a CUDA graph per step)"
 timeout 100 tunesearch decode-bench --dispatch $OUT/h200.json --layers 8 --batch 1,4,16 --tokens 64 \
   --out $OUT/decode_h200_$day.json 2>&1 | tail -6
 
-step "sweep wall time, 1 GPU vs 2 GPUs (fresh stores, the same 20 keys)"
-for gpu in 0 all; do
-  t0=$(now)
-  timeout 120 tunesearch sweep --gpu $gpu --shapes llama-7b --m 1,16,64,256 --trials 10 \
-    --db sqlite:////tmp/ratio_$gpu.db > /tmp/ratio_$gpu.log 2>&1
-  echo "ratio gpu=$gpu rc=$? wall_s=$(python3 -c "print(round($(now) - $t0, 1))")"
-  grep -E "new trials|trials, " /tmp/ratio_$gpu.log
-done
 step done

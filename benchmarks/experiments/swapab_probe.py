@@ -1,6 +1,10 @@
-"""Time swapab's unpack and activation-staging forms against each other on the GPU.
+"""EXPERIMENT (done; results in benchmarks/results/swapab_probe_h200_2026-11-30.json): time swapab's
+unpack and activation-staging forms against each other on the GPU.
 
-    python benchmarks/swapab_probe.py OUT_DIR MxKxN,... [TOP]
+    python benchmarks/experiments/swapab_probe.py OUT_DIR MxKxN,... [TOP]
+It ran against a working tree whose swapab_kernel took two constexpr flags, JOINT and A_BLOCK, the
+forms below; form (0, 0) is the kernel of commit 0df0946, form (1, 1) the one shipped since 915879b,
+which dropped the flags, so this script no longer runs against the shipped kernel.
 For each key, the TOP (default 5) fastest swapab variants of the committed H200 sweep
 (benchmarks/results/trials_*.jsonl.gz, nearest M) are checked against A @ dequantize(W) and timed
 with the sweep's harness (CUDA graph, operands rotated past L2) in each form (all four for the two
