@@ -3,10 +3,10 @@ input gives the right answer, anything else a ValueError; never a wrong result o
 import itertools
 
 import torch
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from tunesearch.variants import Variant, dequantize, matmul, quantize_pack, variant_space
+from tunesearch.variants import Variant, dequantize, matmul, quantize_pack, unpack, variant_space
 from tunesearch.variants.space import FAMILY_GRID, FAMILY_PARAMS
 
 ANY_VARIANT = [Variant(f, dict(zip(FAMILY_GRID[f], values)))
@@ -55,9 +55,28 @@ def operands(p):
     return a, packed, scales, ref
 
 
+def error_bound(a, packed, scales, group_size, ref):
+    """Elementwise: how far a correct kernel may be from ``ref``. The reference multiplies the spec's
+    fp16 weights, each rounded from (q - 8) s; a kernel that applies s to the fp32 sum of a (q - 8)
+    lands within fp16 output rounding (2^-11) and fp32 accumulation of the exact value instead. So
+    the bound is the reference's own measured distance from the exact value plus those two. (A bound
+    on max |ref| alone failed a correct kernel where an output cancelled to 0.54 from terms summing
+    to 71: the reference was 0.004 off the exact value, the kernel within rounding of it.)"""
+    scales64 = scales.double().repeat_interleave(group_size, dim=0)
+    exact = a.double() @ ((unpack(packed).double() - 8) * scales64)
+    terms = a.double().abs() @ ((unpack(packed).double() - 8).abs() * scales64)
+    k = a.shape[-1]
+    return ((exact - ref.double()).abs() + 2.0 ** -11 * exact.abs() + k * 2.0 ** -23 * terms + 1e-7).float()
+
+
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(problems())
+# found by CI: one output of 128 terms summing to 0.54 (sum |a||w| = 71); the kernel is within fp16
+# rounding of the exact value, the reference (fp16 weights) 0.004 away
+@example(dict(M=1, N=1, K=128, G=32, G_call=32, dtype=torch.float16, a_layout="contiguous",
+              w_layout="contiguous", variant=Variant.from_id("gemv.bm1.bn64.bk32.sk1.w2.s1"),
+              seed=106741, valid=True))
 def test_matmul_is_right_or_refuses(kernel_device, p):
     a, packed, scales, ref = operands(p)
     dev = kernel_device
@@ -71,4 +90,4 @@ def test_matmul_is_right_or_refuses(kernel_device, p):
     event("accepted")
     out = out.float().cpu()
     assert out.shape == ref.shape and torch.isfinite(out).all()
-    assert (out - ref).abs().max().item() < 2e-3 * ref.abs().max().item()
+    assert ((out - ref).abs() <= error_bound(a, packed, scales, p["G"], ref)).all()

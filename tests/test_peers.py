@@ -32,3 +32,46 @@ def test_bench_table_lists_the_timed_peers_only():
     assert "tinygemm µs" in header and "naive Triton µs" in header and "gemlite" not in header
     assert "| 7.1 | 70.0 |" in first and "| 9.0 | - |" in second
     assert header.count("|") == first.count("|") == second.count("|")
+
+
+def test_bench_checkpoints_every_row_so_an_interrupted_run_keeps_them(tmp_path, monkeypatch):
+    """`tunesearch bench` rewrites its JSON after each row; a run that dies on row 3 leaves rows 1-2
+    on disk, marked incomplete, and a finished run is marked complete."""
+    import json
+    import types
+
+    from tunesearch import benchmark
+
+    info = types.SimpleNamespace(index=0, l2_bytes=1 << 20, sm_count=4, to_dict=lambda: {"name": "fake"})
+    monkeypatch.setattr(benchmark, "gpu_info", lambda index: info)
+    monkeypatch.setattr(benchmark.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(benchmark.torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(benchmark, "measure_copy_bandwidth", lambda index: 4e12)
+    monkeypatch.setattr(benchmark, "stream_read_floor", lambda *a: types.SimpleNamespace(us=8.0))
+    monkeypatch.setattr(benchmark, "python_overhead_us", lambda mm, K, N: {"dispatch": 1.0})
+    calls = []
+
+    def fake_row(mm, K, N, M, *rest, fail_at=None):
+        calls.append(M)
+        if M == fail_at:
+            raise RuntimeError("device lost")
+        return dict(K=K, N=N, M=M, tunesearch_us=10.0 + M)
+
+    mm = types.SimpleNamespace(source="test")
+    out = tmp_path / "bench.json"
+    save = lambda result: benchmark.write_results(result, str(out))  # noqa: E731
+
+    monkeypatch.setattr(benchmark, "measure_row", lambda *a: fake_row(*a, fail_at=4))
+    try:
+        benchmark.run_bench(mm, [(64, 32)], [1, 2, 4, 8], log=lambda r: None, checkpoint=save)
+    except RuntimeError:
+        pass
+    kept = json.loads(out.read_text())
+    assert [r["M"] for r in kept["rows"]] == [1, 2] and kept["complete"] is False
+    assert kept["stream_floors"] == {"64x32": 8.0}
+    assert not (tmp_path / "bench.json.tmp").exists()
+
+    monkeypatch.setattr(benchmark, "measure_row", lambda *a: fake_row(*a))
+    done = benchmark.run_bench(mm, [(64, 32)], [1, 2, 4, 8], log=lambda r: None, checkpoint=save)
+    assert done["complete"] is True and done["python_overhead_us"] == {"dispatch": 1.0}
+    assert [r["M"] for r in json.loads(out.read_text())["rows"]] == [1, 2, 4, 8]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime, timezone
 
@@ -41,56 +42,67 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
     return result
 
 
+def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replays: int,
+                l2_bytes: int, bw: float, floor_us: float) -> dict:
+    """One (shape, M) row: correctness of the dispatched kernel, its time, fp16 and the peers."""
+    ops = Operands(M, N, K, group_size, l2_bytes)
+    # correctness of the dispatched kernel on this key, against dequantize-then-matmul
+    chk = CheckInputs(M, N, K, group_size, "cuda")
+    err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
+    variant = mm.resolve(M, N, K, chk.a.device)
+    ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
+    del ops, chk
+    row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference",
+               rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
+               stream_floor_us=floor_us if M == 1 else None,
+               roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,
+               fp16_us=time_fp16(M, N, K, l2_bytes, replays).us)
+    if peers:
+        try:
+            row["tinygemm_us"] = time_tinygemm(M, N, K, group_size, l2_bytes, replays).us
+        except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
+            row["tinygemm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        try:
+            row["naive_triton_us"] = time_naive_triton(M, N, K, group_size, l2_bytes, replays).us
+        except Exception as exc:
+            row["naive_triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        gl = None
+        try:
+            gl = time_gemlite(M, N, K, group_size, l2_bytes, replays)
+        except Exception as exc:
+            row["gemlite_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        if gl is not None:
+            row["gemlite_us"] = gl.us
+    row["gbps"] = kernel_bytes(M, N, K, group_size) / (ours.us * 1e-6) / 1e9
+    row["copy_bw_frac"] = row["gbps"] * 1e9 / bw
+    row["speedup_fp16"] = row["fp16_us"] / ours.us
+    peer_times = [row[k] for k in PEERS if k in row]
+    row["speedup_best_peer"] = min(peer_times + [row["fp16_us"]]) / ours.us
+    return row
+
+
 def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays: int = 20,
-              log=print) -> dict:
+              log=print, checkpoint=None) -> dict:
+    """Every (shape, M) row; ``checkpoint(result)`` after each one, with ``complete`` False until
+    the last row (and the host-time measurement) is in, so an interrupted run keeps its rows."""
     info = gpu_info(torch.cuda.current_device())
     bw = measure_copy_bandwidth(info.index)
-    rows, floors = [], {}
+    result = dict(gpu=info.to_dict(), copy_bandwidth=bw,
+                  date=datetime.now(timezone.utc).isoformat(timespec="seconds"), group_size=group_size,
+                  dispatch_source=mm.source, complete=False, stream_floors={}, rows=[])
     for K, N in shapes:
-        nbytes = kernel_bytes(1, N, K, group_size)
-        floors[(K, N)] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count, replays).us
+        floor = stream_read_floor(kernel_bytes(1, N, K, group_size), info.l2_bytes, info.sm_count, replays).us
+        result["stream_floors"][f"{K}x{N}"] = floor
         for M in ms:
-            ops = Operands(M, N, K, group_size, info.l2_bytes)
-            # correctness of the dispatched kernel on this key, against dequantize-then-matmul
-            chk = CheckInputs(M, N, K, group_size, "cuda")
-            err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
-            variant = mm.resolve(M, N, K, chk.a.device)
-            ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
-            del ops, chk
-            row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference",
-                       rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
-                       stream_floor_us=floors[(K, N)] if M == 1 else None,
-                       roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,
-                       fp16_us=time_fp16(M, N, K, info.l2_bytes, replays).us)
-            if peers:
-                try:
-                    row["tinygemm_us"] = time_tinygemm(M, N, K, group_size, info.l2_bytes, replays).us
-                except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
-                    row["tinygemm_error"] = f"{type(exc).__name__}: {exc}"[:200]
-                try:
-                    row["naive_triton_us"] = time_naive_triton(M, N, K, group_size, info.l2_bytes, replays).us
-                except Exception as exc:
-                    row["naive_triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
-                gl = None
-                try:
-                    gl = time_gemlite(M, N, K, group_size, info.l2_bytes, replays)
-                except Exception as exc:
-                    row["gemlite_error"] = f"{type(exc).__name__}: {exc}"[:200]
-                if gl is not None:
-                    row["gemlite_us"] = gl.us
-            row["gbps"] = kernel_bytes(M, N, K, group_size) / (ours.us * 1e-6) / 1e9
-            row["copy_bw_frac"] = row["gbps"] * 1e9 / bw
-            row["speedup_fp16"] = row["fp16_us"] / ours.us
-            peer_times = [row[k] for k in PEERS if k in row]
-            row["speedup_best_peer"] = min(peer_times + [row["fp16_us"]]) / ours.us
-            rows.append(row)
+            row = measure_row(mm, K, N, M, group_size, peers, replays, info.l2_bytes, bw, floor)
+            result["rows"].append(row)
             torch.cuda.empty_cache()
             log(row)
-    overhead = python_overhead_us(mm, *shapes[0])
-    return dict(
-        gpu=info.to_dict(), copy_bandwidth=bw, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        group_size=group_size, dispatch_source=mm.source, python_overhead_us=overhead,
-        stream_floors={f"{k}x{n}": us for (k, n), us in floors.items()}, rows=rows)
+            if checkpoint:
+                checkpoint(result)
+    result["python_overhead_us"] = python_overhead_us(mm, *shapes[0])
+    result["complete"] = True
+    return result
 
 
 def markdown_table(result: dict) -> str:
@@ -109,8 +121,12 @@ def markdown_table(result: dict) -> str:
 
 
 def write_results(result: dict, json_path: str, plot_path: str | None = None) -> None:
-    with open(json_path, "w") as f:
+    """The JSON (written to a temporary file, then renamed over the old one: a run killed mid-write
+    leaves the previous checkpoint, never a truncated file), and the plot."""
+    tmp = f"{json_path}.tmp"
+    with open(tmp, "w") as f:
         json.dump(result, f, indent=1)
+    os.replace(tmp, json_path)
     if plot_path:
         import matplotlib
 

@@ -202,8 +202,11 @@ def bench(
         _fail(str(exc), 1)
     except (ValueError, DispatchError) as exc:
         _fail(str(exc))
+    # the JSON is rewritten after every row (complete: false until the end): a run cut short keeps
+    # what it measured
     result = run_bench(mm, shape_list, ms, group_size, peers,
-                       log=lambda r: console.print(f"{r['K']}x{r['N']} M={r['M']}: {r['tunesearch_us']:.1f} us"))
+                       log=lambda r: console.print(f"{r['K']}x{r['N']} M={r['M']}: {r['tunesearch_us']:.1f} us"),
+                       checkpoint=lambda partial: write_results(partial, out))
     write_results(result, out, plot or None)
     print(markdown_table(result))
     o = result["python_overhead_us"]

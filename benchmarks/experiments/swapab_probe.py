@@ -6,7 +6,7 @@ It ran against a working tree whose swapab_kernel took two constexpr flags, JOIN
 forms below; form (0, 0) is the kernel of commit 0df0946, form (1, 1) the one shipped since 915879b,
 which dropped the flags, so this script no longer runs against the shipped kernel.
 For each key, the TOP (default 5) fastest swapab variants of the committed H200 sweep
-(benchmarks/results/trials_*.jsonl.gz, nearest M) are checked against A @ dequantize(W) and timed
+(benchmarks/results/trials_llama7b_*.jsonl.gz, nearest M) are checked against A @ dequantize(W) and timed
 with the sweep's harness (CUDA graph, operands rotated past L2) in each form (all four for the two
 fastest, old and new for the rest):
 JOINT (eight planes unpacked by one PTX block, 1.25 instr/weight, vs one plane at a time, 2)
@@ -32,7 +32,7 @@ FORMS = list(itertools.product((0, 1), (0, 1)))  # (JOINT, A_BLOCK)
 
 
 def committed_trials():
-    path = sorted(glob.glob("benchmarks/results/trials_*.jsonl.gz"))[-1]
+    path = sorted(glob.glob("benchmarks/results/trials_llama7b_*.jsonl.gz"))[-1]
     with gzip.open(path, "rt") as f:
         return [json.loads(line) for line in f]
 
