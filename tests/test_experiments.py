@@ -1,5 +1,5 @@
-"""The experiment the next GPU run times (benchmarks/experiments/cat_probe.py) must compute A @ W, or
-its timings mean nothing: the one-dot swapab on the interpreter, with every masking edge."""
+"""The experiments the next GPU run times (benchmarks/experiments/forms_probe.py) must compute A @ W,
+or their timings mean nothing: each on the interpreter, with the masking and partition edges."""
 import sys
 from pathlib import Path
 
@@ -8,8 +8,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.experiments.cat_probe import launcher  # noqa: E402
+from benchmarks.experiments.forms_probe import launcher  # noqa: E402
 from benchmarks.experiments.swapab_cat import swapab_cat_kernel  # noqa: E402
+from benchmarks.experiments.swapab_streamk import max_slots, streamk_matmul  # noqa: E402
 from tunesearch.bench import CheckInputs, relative_error  # noqa: E402
 from tunesearch.variants import Variant  # noqa: E402
 
@@ -25,3 +26,23 @@ def test_one_dot_swapab_matches_the_reference(M, K, N, vid, kernel_device):
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
     launcher(swapab_cat_kernel, Variant.from_id(vid), (*args, out))()
     assert relative_error(out.cpu(), inputs.ref) < 2e-3
+
+
+@pytest.mark.parametrize("M,K,N,BN,programs", [
+    (3, 384, 200, 64, 5),     # 4 tiles x 3 blocks in 5 ranges: tiles shared by 2 programs
+    (17, 1280, 130, 64, 9),   # 3 tiles x 10 blocks, two M tiles, N tail
+    (5, 384, 256, 128, 11),   # more programs than iterations: one per iteration, 3 per tile
+    (2, 512, 64, 64, 1),      # one program walks everything: no tile shared
+])
+def test_streamk_swapab_matches_the_reference(M, K, N, BN, programs, kernel_device):
+    inputs = CheckInputs(M, N, K, 128, "cpu", seed=K + N)
+    args = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
+    streamk_matmul(*args, out=out, BN=BN, programs=programs)
+    assert relative_error(out.cpu(), inputs.ref) < 2e-3
+
+
+def test_streamk_slots_cover_the_most_programs_on_one_tile():
+    assert max_slots(tiles=4, blocks=3, programs=5) == 2
+    assert max_slots(tiles=1, blocks=8, programs=8) == 8
+    assert max_slots(tiles=3, blocks=10, programs=1) == 1

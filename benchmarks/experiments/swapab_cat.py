@@ -8,7 +8,7 @@ dot that Triton pipelines. Compiled for sm_90 (benchmarks/sass_stats.py's helper
 become register permutes (PRMT 0.20 -> 0.63 per weight), not a trip through shared memory; one
 `warp_group_dot_wait` per loop instead of eight; A^T is staged by cp.async and read by wgmma from shared
 memory. With 2 warps (mma.sync) the same code is worse (4.5 vs 2.8 instructions per weight).
-Not yet timed on a GPU: `python benchmarks/experiments/cat_probe.py OUT_DIR ...` is the next session's
+Not yet timed on a GPU: `python benchmarks/experiments/forms_probe.py OUT_DIR` is the next session's
 first call. Same arguments and grid as the shipped swapab_kernel.
 """
 import triton

@@ -1,12 +1,15 @@
-"""Time the one-dot swapab experiment (swapab_cat.py) against the shipped swapab on the GPU.
+"""Time the swapab experiments against the shipped swapab on the GPU.
 
-    python benchmarks/experiments/cat_probe.py OUT_DIR [MxKxN,...]
+    python benchmarks/experiments/forms_probe.py OUT_DIR [MxKxN,...]
+Forms: `planes` (the shipped kernel), `cat` (swapab_cat.py: one K=BK dot per block) and, at M <= 64,
+`streamk` (swapab_streamk.py: a persistent grid of P = 132, 264 or 396 programs walking the flattened
+tiles x K blocks, BN 64 and 128).
 Per key, a handful of swapab configurations (the sweep's fastest for the nearest M where the family
 ran, and a small grid around the shapes each form favours, BM up to 128 for M >= 128, where the
 shipped swapab is not in the space and the table routes to dequantize-then-cuBLAS) are checked
 against A @ dequantize(W), then timed in both forms with the sweep's harness (CUDA graph, operands
 rotated past L2). cuBLAS fp16 and the packaged table's own choice are timed beside them. Writes
-OUT_DIR/cat_probe.json; prints one line per key.
+OUT_DIR/forms_probe.json; prints one line per key.
 """
 import glob
 import gzip
@@ -19,6 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from the repository root
 
 from benchmarks.experiments.swapab_cat import swapab_cat_kernel  # noqa: E402
+from benchmarks.experiments.swapab_streamk import streamk_launcher  # noqa: E402
 from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16  # noqa: E402
 from tunesearch.dispatch import load_dispatch  # noqa: E402
 from tunesearch.gpu import gpu_info  # noqa: E402
@@ -47,6 +51,15 @@ def candidates(M, N, K):
     grid = [f"swapab.bm{bm}.bn{bn}.bk128.sk{sk}.w4.s3" for bm in bms for bn in (64, 128)
             for sk in ((1, 2) if M >= 128 else (2, 4, 8))]
     return list(dict.fromkeys(swept(M, N, K) + grid))
+
+
+def streamk_forms(M):
+    """(label, launcher config) of the stream-K runs at this M."""
+    if M > 64:
+        return []
+    bm = min(64, max(16, 1 << (M - 1).bit_length()))
+    return [(f"bm{bm}.bn{bn}.w4.s3.p{p}", dict(BM=bm, BN=bn, programs=p, num_warps=4, num_stages=3))
+            for bn in (64, 128) for p in (132, 264, 396)]
 
 
 def launcher(kernel, variant, copy):
@@ -80,13 +93,26 @@ def main(out_dir, keys=KEYS):
                 except Exception as exc:  # a config that fails to compile or run is a result too
                     row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 rows.append(row)
+        for label, config in streamk_forms(M):
+            row = dict(M=M, K=K, N=N, id=label, form="streamk")
+            try:
+                out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+                streamk_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
+                err = relative_error(out, inputs.ref)
+                assert err < REL_TOL, f"relative error {err:.3g}"
+                row["us"] = graph_time([streamk_launcher(*c, **config) for c in ops.copies], replays=20).us
+                if row["us"] < best.get("streamk", (float("inf"),))[0]:
+                    best["streamk"] = (row["us"], label)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            rows.append(row)
         rows.append(dict(M=M, K=K, N=N, fp16_us=fp16, table_us=table))
         del ops, inputs
         fails = sum(1 for r in rows if (r["M"], r["K"], r["N"]) == (M, K, N) and "error" in r)
         print(f"M={M:4d} {K}x{N}: fp16 {fp16:.1f} table {table:.1f} | "
               + " | ".join(f"{form} {us:.1f} ({vid.replace('swapab.', '')})" for form, (us, vid) in best.items())
               + (f" | {fails} failed" if fails else ""), flush=True)
-        with open(f"{out_dir}/cat_probe.json", "w") as f:
+        with open(f"{out_dir}/forms_probe.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
 
