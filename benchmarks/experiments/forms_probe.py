@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from the repository root
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments.swapab_cat import swapab_cat_kernel  # noqa: E402
 from benchmarks.experiments.swapab_streamk import streamk_launcher  # noqa: E402
@@ -36,7 +37,7 @@ KERNELS = {"planes": swapab_kernel, "cat": swapab_cat_kernel}
 
 
 def swept(M, N, K, top=3):
-    path = sorted(glob.glob("benchmarks/results/trials_llama7b_*.jsonl.gz"))[-1]
+    path = sorted(glob.glob(str(ROOT / "benchmarks/results/trials_llama7b_*.jsonl.gz")))[-1]
     with gzip.open(path, "rt") as f:
         rows = [json.loads(line) for line in f]
     rows = [r for r in rows if r["family"] == "swapab" and (r["n"], r["k"]) == (N, K) and r["status"] == "ok"]
