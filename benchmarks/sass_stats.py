@@ -39,8 +39,8 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int, num_stages: int):
                           options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
-def disassemble(compiled) -> list[tuple[int, str]]:
-    """(address, opcode) of every SASS instruction, predicates stripped."""
+def disassemble(compiled) -> list[tuple[int, str, str]]:
+    """(address, opcode, operands) of every SASS instruction, predicates stripped."""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
@@ -54,10 +54,6 @@ def disassemble(compiled) -> list[tuple[int, str]]:
     return out
 
 
-def sass_counts(compiled) -> collections.Counter:
-    return collections.Counter(op.split(".")[0] for _, op, _ in disassemble(compiled))
-
-
 def loop_counts(compiled) -> collections.Counter:
     """Opcodes of the hottest loop: the longest backward branch's body (the K loop, unpeeled)."""
     instrs = disassemble(compiled)
@@ -69,6 +65,7 @@ def loop_counts(compiled) -> collections.Counter:
             if addr - start > best[1] - best[0]:
                 best = (start, addr)
     return collections.Counter(op.split(".")[0] for a, op, _ in instrs if best[0] <= a <= best[1])
+
 
 def main():
     show = ("LOP3", "PRMT", "SHF", "FADD", "FFMA", "LDG", "LDGSTS", "STS", "LDS", "BAR", "I2F", "HADD2",
@@ -85,6 +82,7 @@ def main():
         per = meta["BN"] * meta["BK"] / (32 * warps)  # weights per thread per iteration
         detail = " ".join(f"{op}={counts[op] / per:.2f}" for op in show if counts[op])
         print(f"{name} {meta} w{warps} s{stages}: loop {sum(counts.values()) / per:.2f} | {detail}")
+
 
 if __name__ == "__main__":
     main()

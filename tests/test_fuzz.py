@@ -62,9 +62,9 @@ def error_bound(a, packed, scales, group_size, ref):
     the bound is the reference's own measured distance from the exact value plus those two. (A bound
     on max |ref| alone failed a correct kernel where an output cancelled to 0.54 from terms summing
     to 71: the reference was 0.004 off the exact value, the kernel within rounding of it.)"""
-    scales64 = scales.double().repeat_interleave(group_size, dim=0)
-    exact = a.double() @ ((unpack(packed).double() - 8) * scales64)
-    terms = a.double().abs() @ ((unpack(packed).double() - 8).abs() * scales64)
+    w = (unpack(packed).double() - 8) * scales.double().repeat_interleave(group_size, dim=0)
+    exact = a.double() @ w
+    terms = a.double().abs() @ w.abs()
     k = a.shape[-1]
     return ((exact - ref.double()).abs() + 2.0 ** -11 * exact.abs() + k * 2.0 ** -23 * terms + 1e-7).float()
 

@@ -49,10 +49,8 @@ def test_bench_checkpoints_every_row_so_an_interrupted_run_keeps_them(tmp_path, 
     monkeypatch.setattr(benchmark, "measure_copy_bandwidth", lambda index: 4e12)
     monkeypatch.setattr(benchmark, "stream_read_floor", lambda *a: types.SimpleNamespace(us=8.0))
     monkeypatch.setattr(benchmark, "python_overhead_us", lambda mm, K, N: {"dispatch": 1.0})
-    calls = []
 
     def fake_row(mm, K, N, M, *rest, fail_at=None):
-        calls.append(M)
         if M == fail_at:
             raise RuntimeError("device lost")
         return dict(K=K, N=N, M=M, tunesearch_us=10.0 + M)
@@ -69,7 +67,7 @@ def test_bench_checkpoints_every_row_so_an_interrupted_run_keeps_them(tmp_path, 
     kept = json.loads(out.read_text())
     assert [r["M"] for r in kept["rows"]] == [1, 2] and kept["complete"] is False
     assert kept["stream_floors"] == {"64x32": 8.0}
-    assert not (tmp_path / "bench.json.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no temporary file left
 
     monkeypatch.setattr(benchmark, "measure_row", lambda *a: fake_row(*a))
     done = benchmark.run_bench(mm, [(64, 32)], [1, 2, 4, 8], log=lambda r: None, checkpoint=save)

@@ -1,14 +1,13 @@
 """`tunesearch bench`: the dispatch table's choice beside the peers, on the same harness."""
 from __future__ import annotations
 
-import json
-import os
 import time
 from datetime import datetime, timezone
 
 import torch
 
 from .bench import CheckInputs, Operands, graph_time, kernel_bytes, relative_error, time_fp16
+from .export import write_atomic
 from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
 from .peers import time_gemlite, time_naive_triton, time_tinygemm
 
@@ -58,21 +57,15 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
                roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,
                fp16_us=time_fp16(M, N, K, l2_bytes, replays).us)
     if peers:
-        try:
-            row["tinygemm_us"] = time_tinygemm(M, N, K, group_size, l2_bytes, replays).us
-        except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
-            row["tinygemm_error"] = f"{type(exc).__name__}: {exc}"[:200]
-        try:
-            row["naive_triton_us"] = time_naive_triton(M, N, K, group_size, l2_bytes, replays).us
-        except Exception as exc:
-            row["naive_triton_error"] = f"{type(exc).__name__}: {exc}"[:200]
-        gl = None
-        try:
-            gl = time_gemlite(M, N, K, group_size, l2_bytes, replays)
-        except Exception as exc:
-            row["gemlite_error"] = f"{type(exc).__name__}: {exc}"[:200]
-        if gl is not None:
-            row["gemlite_us"] = gl.us
+        for name, timer in (("tinygemm", time_tinygemm), ("naive_triton", time_naive_triton),
+                            ("gemlite", time_gemlite)):
+            try:
+                timing = timer(M, N, K, group_size, l2_bytes, replays)
+            except Exception as exc:  # a peer that cannot run this shape is reported, not fatal
+                row[f"{name}_error"] = f"{type(exc).__name__}: {exc}"[:200]
+            else:
+                if timing is not None:  # None: not installed (gemlite)
+                    row[f"{name}_us"] = timing.us
     row["gbps"] = kernel_bytes(M, N, K, group_size) / (ours.us * 1e-6) / 1e9
     row["copy_bw_frac"] = row["gbps"] * 1e9 / bw
     row["speedup_fp16"] = row["fp16_us"] / ours.us
@@ -121,12 +114,9 @@ def markdown_table(result: dict) -> str:
 
 
 def write_results(result: dict, json_path: str, plot_path: str | None = None) -> None:
-    """The JSON (written to a temporary file, then renamed over the old one: a run killed mid-write
-    leaves the previous checkpoint, never a truncated file), and the plot."""
-    tmp = f"{json_path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, json_path)
+    """The JSON (atomically: a run killed mid-write leaves the previous checkpoint, never a
+    truncated file), and the plot."""
+    write_atomic(json_path, result)
     if plot_path:
         import matplotlib
 
