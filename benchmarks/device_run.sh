@@ -20,9 +20,9 @@ grep -v "━" /tmp/sweep.log | tail -104
 tunesearch export $OUT/h200.json --db sqlite:////tmp/sweep.db 2>&1 | tail -2
 cp /tmp/sweep.db $OUT/sweep.db
 
-step "GPU tests: dispatch on the new table, the PTX unpack"
-TUNESEARCH_DISPATCH=$OUT/h200.json timeout 100 python -m pytest -q -p no:warnings -m gpu tests/test_gpu_dispatch.py \
-  tests/test_gpu_kernels.py -k "dispatch or ptx" 2>&1 | tail -3
+step "GPU tests: dispatch on the new table, the PTX blocks, unaligned activations"
+TUNESEARCH_DISPATCH=$OUT/h200.json timeout 120 python -m pytest -q -p no:warnings tests/test_gpu_dispatch.py \
+  tests/test_gpu_kernels.py tests/test_kernels.py -k "dispatch or ptx or pairs" 2>&1 | tail -3
 
 step "decode benchmark (8 blocks of 7B shapes, a CUDA graph per step)"
 timeout 100 tunesearch decode-bench --dispatch $OUT/h200.json --layers 8 --batch 1,4,16 --tokens 64 \

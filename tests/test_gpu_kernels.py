@@ -72,3 +72,44 @@ def test_swapab_ptx_unpack_equals_the_plain_spelling_on_every_nibble():
     assert torch.equal(ptx.view(torch.int16), plain.view(torch.int16))
     codes = (x.long()[None, :] >> (4 * torch.arange(8, device="cuda")[:, None])) & 0xF
     assert torch.equal(ptx.float(), (codes - 8).float())
+
+
+@pytest.mark.gpu
+def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
+    """gemv's two PTX blocks against the plain-Triton spellings the interpreter tests, bit for bit:
+    the exponent fields on every nibble value in every position (plus random words), and the fp16
+    pair conversion on every 16-bit pattern in both halves (NaNs compared as bits)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from tunesearch.variants.gemv import _exponent_fields, _fp16_pair_to_f32
+
+    @triton.jit
+    def helpers_kernel(x_ptr, ptx_ptr, plain_ptr, total, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        ptx = _exponent_fields(x, True)
+        plain = _exponent_fields(x, False)
+        for j in tl.static_range(8):
+            tl.store(ptx_ptr + j * total + offs, ptx[j])
+            tl.store(plain_ptr + j * total + offs, plain[j])
+        lo, hi = _fp16_pair_to_f32(x, True)
+        plo, phi = _fp16_pair_to_f32(x, False)
+        tl.store(ptx_ptr + 8 * total + offs, lo)
+        tl.store(ptx_ptr + 9 * total + offs, hi)
+        tl.store(plain_ptr + 8 * total + offs, plo)
+        tl.store(plain_ptr + 9 * total + offs, phi)
+
+    nibbles = torch.arange(16, dtype=torch.int64)
+    halves = torch.arange(65536, dtype=torch.int64)
+    x = torch.cat([nibbles << (4 * j) for j in range(8)] + [nibbles * 0x11111111, halves | (halves.flip(0) << 16),
+                   torch.randint(-2**31, 2**31 - 1, (2**17 - 16 * 9 - 65536,), dtype=torch.int64)])
+    x = torch.where(x >= 2**31, x - 2**32, x).to(torch.int32).contiguous().cuda()
+    ptx = torch.empty(10, x.numel(), dtype=torch.float32, device="cuda")
+    plain = torch.empty_like(ptx)
+    helpers_kernel[(x.numel() // 256,)](x, ptx, plain, x.numel(), BLOCK=256)
+    assert torch.equal(ptx.view(torch.int32), plain.view(torch.int32))
+    codes = (x.long()[None, :] >> (4 * torch.arange(8, device="cuda")[:, None])) & 0xF
+    exact = 2.0 ** (23 - 4 * (torch.arange(8, device="cuda")[:, None] % 4)) + codes
+    assert torch.equal(ptx[:8].double(), exact.double())

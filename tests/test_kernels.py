@@ -9,6 +9,7 @@ import torch
 
 from tunesearch.variants import (FAMILIES, GEMV_MAX_M, Variant, dequantize, matmul, quantize_pack,
                                  reference_matmul, variant_error, variant_space)
+from tunesearch.variants.gemv import a_pairs_ok
 from tunesearch.variants.space import DEQUANT_MIN_M, SWAPAB_MAX_M
 
 REL_TOL = 2e-3
@@ -139,6 +140,26 @@ def test_strided_activations_are_handled(kernel_device):
     wide[:, ::2] = a
     run_checked(Variant.from_id("gemv.bm4.bn64.bk64.sk2.w4.s1"), wide[:, ::2], packed, scales, 64, ref)
 
+
+
+@pytest.mark.parametrize("layout", ["offset_by_one", "odd_row_stride"])
+def test_gemv_activations_that_cannot_be_read_in_pairs(layout, kernel_device):
+    # gemv reads a as int32 pairs of fp16 when its rows are contiguous and 4-byte aligned; these two
+    # are contiguous along K but not pair-aligned, so they must take the one-fp16-per-load path
+    # (on a GPU, reading them in pairs would fault on a misaligned address)
+    a, packed, scales, ref = make_problem(2, 72, 256, 128, kernel_device, seed=13)
+    if layout == "offset_by_one":
+        buf = torch.zeros(2 * 256 + 1, dtype=torch.float16, device=kernel_device)
+        buf[1:].copy_(a.reshape(-1))
+        a = buf[1:].view(2, 256)
+        assert a.data_ptr() % 4 == 2
+    else:
+        wide = torch.zeros(2, 257, dtype=torch.float16, device=kernel_device)
+        wide[:, :256] = a
+        a = wide[:, :256]
+    assert not a_pairs_ok(a)
+    for vid in ("gemv.bm1.bn64.bk64.sk2.w4.s2", "gemv.bm2.bn64.bk128.sk1.w4.s1"):
+        run_checked(Variant.from_id(vid), a, packed, scales, 128, ref)
 
 class TestMatmulRejectsBadInput:
     G = 64

@@ -9,7 +9,7 @@ import triton
 
 from .dequant import dequant_kernel
 from .gemm import gemm_kernel
-from .gemv import gemv_kernel
+from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
 from .space import Variant, cdiv, variant_error
@@ -81,7 +81,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     if variant.family == "gemv":
         kernel, grid = gemv_kernel, (tiles_n, split_k, tiles_m)
         # gemv pipelines its loop itself (registers); Triton's pipeliner has nothing to do
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"],
+                    A_PAIRS=a_pairs_ok(a), PTX=not interpreting())
     elif variant.family == "swapab":
         kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
-SWAPAB_MAX_M = 64  # swap-AB puts M on wgmma's N side; past 64 rows the plain tiles are as wide
+# swap-AB puts M on wgmma's N side. At M=128 it beat the dequantize route (forms_probe, H200:
+# 54.6 vs 61.6 us on 4096x11008, 46.8 vs 62.9 on 11008x4096), at M=256 it lost (95 vs 67): the
+# sweep decides in between.
+SWAPAB_MAX_M = 256
 
 # Parameter order (and the id's abbreviations) per family.
 FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
