@@ -63,6 +63,8 @@ def test_invalid_configs_are_rejected_with_a_reason():
     assert variant_error(v, 1, 4096, 11008, 128) is None  # 86 blocks: 15 splits of 6, one of 2
     v = Variant.from_id("splitk.bm16.bn128.bk128.sk16.w4.s3")
     assert "empty" in variant_error(v, 1, 4096, 18 * 128, 128, prune=True)  # 9 splits of 2 cover it
+    # a few empty splits stay in the search: 172 blocks in 29 splits of 6 (3 of 32 empty)
+    assert variant_error(Variant.from_id("gemv.bm1.bn64.bk64.sk32.w2.s2"), 1, 4096, 11008, 128, prune=True) is None
     v = Variant.from_id("swapab.bm16.bn64.bk256.sk1.w4.s3")
     assert "group size" in variant_error(v, 1, 4096, 4096, 128)
     assert variant_error(v, 1, 4096, 4096, 256) is None
@@ -82,6 +84,15 @@ def test_heuristics_are_valid_and_cover_families():
         assert seeds and all(variant_error(v, M, 11008, 4096) is None for v in seeds)
         assert {v.family for v in seeds} <= set(FAMILIES)
     assert heuristic_variants(1, 11008, 4096)[0].family == "gemv"
+    # the H200 sweeps' winners (trials_llama7b_h200_2026-11-30_s5): gemv at M=1 with many small
+    # programs, swapab with 1.5 programs per SM at M=2..128, dequantize-then-cuBLAS above
+    assert heuristic_variants(1, 11008, 4096)[0].id == "gemv.bm1.bn256.bk64.sk32.w2.s2"
+    assert heuristic_variants(1, 4096, 4096)[0].id == "gemv.bm1.bn64.bk64.sk32.w2.s2"
+    assert heuristic_variants(4, 4096, 4096)[0].id == "swapab.bm16.bn128.bk128.sk8.w4.s3"
+    assert heuristic_variants(4, 11008, 4096)[0].id == "swapab.bm16.bn128.bk128.sk4.w4.s3"
+    assert heuristic_variants(16, 22016, 4096)[0].id == "swapab.bm16.bn128.bk128.sk2.w4.s3"
+    assert heuristic_variants(128, 4096, 4096)[0].id == "swapab.bm64.bn128.bk128.sk4.w4.s3"
+    assert heuristic_variants(256, 11008, 4096)[0].family == "dequant"
 
 
 def test_spread_variants_start_each_family_at_its_heuristic_and_corners():
