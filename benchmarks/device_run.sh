@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The H200 run behind the README's figures, in one device call (nvidia-h200-x2), ~7 minutes:
+# The H200 run behind the README's figures, in one device call (nvidia-h200-x2), ~5 minutes:
 #   sweep llama-7b on every GPU into one store -> export the packaged table -> GPU tests ->
-#   decode benchmark. The bench on the new table is its own call (~6 minutes with every peer):
+#   decode benchmark. The bench on the new table is its own call (~8 minutes with every peer):
 #   tunesearch bench --dispatch tunesearch/tables/h200.json (after copying $OUT/h200.json there).
 #   The 1-GPU vs 2-GPU wall-time ratio: benchmarks/device_ratio.sh.
 # Source benchmarks/device_setup.sh first; everything lands in $OUT.

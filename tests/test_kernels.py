@@ -10,7 +10,7 @@ import torch
 from tunesearch.variants import (FAMILIES, GEMV_MAX_M, Variant, dequantize, matmul, quantize_pack,
                                  reference_matmul, variant_error, variant_space)
 from tunesearch.variants.gemv import a_pairs_ok
-from tunesearch.variants.space import DEQUANT_MIN_M, SWAPAB_MAX_M
+from tunesearch.variants.space import DEQUANT_MIN_M, SWAPAB_MAX_M, chunk_columns
 
 REL_TOL = 2e-3
 
@@ -212,6 +212,21 @@ def test_dequant_then_matmul_family(variant_id, kernel_device):
     a, packed, scales, ref = make_problem(5, N, K, G, kernel_device, seed=10)  # but runs anywhere
     run_checked(variant, a, packed, scales, G, ref)
 
+
+def test_dequant_in_chunks_covers_every_column(kernel_device):
+    # 1 MB of fp16 at K=256 is 2048 columns: N=2200 takes a full chunk and a 152-column tail
+    M, N, K, G = 33, 2200, 256, 64
+    variant = Variant.from_id("dqchunk.bk32.bn128.mb1.w4")
+    assert chunk_columns(variant.params, N, K) == 2048
+    assert variant_error(variant, M, N, K, G, prune=True) is None
+    assert "covers N" in variant_error(variant, M, 2048, K, G, prune=True)  # one chunk: the dequant family
+    assert "M >=" in variant_error(variant, 16, N, K, G, prune=True)
+    a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=21)
+    run_checked(variant, a, packed, scales, G, ref)
+    # the chunk is whole BN tiles, at least one, at most N
+    assert chunk_columns(dict(MB=16, BN=128), 11008, 4096) == 2048
+    assert chunk_columns(dict(MB=16, BN=128), 4096, 11008) == 640
+    assert chunk_columns(dict(MB=1, BN=128), 64, 8192) == 64
 
 def test_pruned_variants_still_compute_the_right_answer(kernel_device):
     """The runtime may pick a bucket's variant for an M it was not searched at."""

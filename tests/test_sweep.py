@@ -33,7 +33,8 @@ def test_sweep_stores_trials_and_resumes(tmp_path, interp):
     assert {t.m for t in first.best} == {1, 3}
     # Optuna's studies live in the same database
     names = optuna.get_all_study_names(storage=url)
-    assert Key("interpreter-test", 1, 72, 256, 64).study_name in names
+    key1 = Key("interpreter-test", 1, 72, 256, 64).study_name
+    assert sum(n.startswith(key1 + "|space-") for n in names) == 1
 
     again = run_sweep(Store(url), tiny())
     assert again.trials_run == 0  # nothing measured twice
@@ -43,7 +44,23 @@ def test_sweep_stores_trials_and_resumes(tmp_path, interp):
 
     fresh = run_sweep(Store(url), tiny(fresh=True))
     assert fresh.trials_run == 8
+    assert len(optuna.get_all_study_names(storage=url)) == 2  # one per key: fresh deleted the old ones
     assert len(Store(url).trials()) == 8
+
+
+def test_a_changed_search_space_resumes_in_a_study_of_its_own(tmp_path, interp, monkeypatch):
+    # Optuna refuses categorical choices that change within a study; a tunesearch upgrade that adds
+    # a family or widens a grid must resume an existing store, not crash in it
+    from tunesearch.variants import space
+
+    url = f"sqlite:///{tmp_path}/ts.db"
+    assert run_sweep(Store(url), tiny()).trials_run == 8
+    grid = dict(space.FAMILY_GRID["gemv"], num_warps=(1, 2, 4, 8))  # a wider grid
+    monkeypatch.setitem(space.FAMILY_GRID, "gemv", grid)
+    more = run_sweep(Store(url), tiny(trials=6))
+    assert more.status == "done" and more.trials_run == 4  # the 8 measured are answered from the store
+    assert len(optuna.get_all_study_names(storage=url)) == 4  # two spaces x two keys
+    assert len(Store(url).trials()) == 12
 
 
 def test_time_budget_stops_the_sweep(tmp_path, interp):

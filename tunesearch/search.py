@@ -9,6 +9,7 @@ kernel code is answered from the store.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -109,8 +110,8 @@ class KeySearch:
         self.valid = set(self.space)
         sampler = sampler or default_sampler(seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(study_name=key.study_name, storage=storage, sampler=sampler,
-                                         direction="minimize", load_if_exists=True)
+        self.study = optuna.create_study(study_name=study_name(key, self.by_family), storage=storage,
+                                         sampler=sampler, direction="minimize", load_if_exists=True)
         self.fp16_us = None
         self.stale_failed = fail_stale_trials(self.study)
 
@@ -236,6 +237,26 @@ class KeySearch:
                 setattr(row, name, value)
         return self.store.add_trial(row)
 
+
+def study_name(key: Key, families) -> str:
+    """The key's Optuna study for this search space. Optuna refuses to go on with a study whose
+    categorical choices changed ("CategoricalDistribution does not support dynamic value space"),
+    so a space that changed (a family added to the key, a wider grid) starts a study of its own,
+    named by a fingerprint of its choices; the variants already measured are still answered from
+    the store."""
+    grids = {family: FAMILY_GRID[family] for family in sorted(families)}
+    tag = hashlib.sha1(json.dumps(grids, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{key.study_name}|space-{tag}"
+
+
+def delete_studies(key: Key, storage) -> int:
+    """Delete every Optuna study of ``key`` (any search space, and the untagged name of older
+    versions). Returns how many were deleted."""
+    names = [n for n in optuna.study.get_all_study_names(storage)
+             if n == key.study_name or n.startswith(key.study_name + "|space-")]
+    for name in names:
+        optuna.delete_study(study_name=name, storage=storage)
+    return len(names)
 
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 6) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other

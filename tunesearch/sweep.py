@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import DeviceLimits, spread_variants, variant_space
 
-from .search import KeySearch, code_version, neighbour_seeds
+from .search import KeySearch, code_version, delete_studies, neighbour_seeds
 
 log = logging.getLogger("tunesearch")
 
@@ -132,10 +132,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 break
             if settings.fresh:
                 store.delete_trials(key)
-                try:
-                    optuna.delete_study(study_name=key.study_name, storage=storage)
-                except KeyError:
-                    pass
+                delete_studies(key, storage)
             if progress:
                 progress.start_key(key)
             if not settings.fresh and _key_done(store, key, settings.trials, code, limits):

@@ -12,12 +12,12 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import Variant, cdiv, variant_error
+from .space import Variant, cdiv, chunk_columns, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
-# fp16 weight workspace of the dequant family, per device; only grows.
+# fp16 weight workspaces of the dequant families, per device (and per family); only grow.
 _dequant_workspace: dict[torch.device, torch.Tensor] = {}
 
 
@@ -71,6 +71,30 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup):
     return torch.matmul(a, w, out=out)
 
 
+def _launch_dequant_chunked(p, a, packed, scales, out, group_size, warmup):
+    """dqchunk: per chunk of columns, expand it into one small fp16 workspace (L2-sized), then
+    cuBLAS into the matching columns of ``out`` (a strided view: cuBLAS takes its row stride)."""
+    K, N = a.shape[1], packed.shape[1]
+    cols = chunk_columns(p, N, K)
+    buf = _dequant_workspace.get(("chunk", a.device))
+    if buf is None or buf.numel() < K * cols:
+        buf = torch.empty(K * cols, dtype=torch.float16, device=a.device)
+        _dequant_workspace[("chunk", a.device)] = buf
+    meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
+    for c0 in range(0, N, cols):
+        width = min(cols, N - c0)
+        w = buf[: K * width].view(K, width)
+        args = (packed[:, c0:c0 + width], scales[:, c0:c0 + width], w, width, packed.stride(0),
+                packed.stride(1), scales.stride(0), scales.stride(1), w.stride(0), w.stride(1))
+        grid = (K // p["BK"], cdiv(width, p["BN"]))
+        if warmup:
+            dequant_kernel.warmup(*args, grid=grid, **meta)
+            continue
+        dequant_kernel[grid](*args, **meta)
+        torch.matmul(a, w, out=out[:, c0:c0 + width])
+    return None if warmup else out
+
+
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
     M, K = a.shape
@@ -106,6 +130,8 @@ def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bo
     """Launch ``variant`` on validated operands (no checks here: the hot path)."""
     if variant.family == "dequant":
         return _launch_dequant(variant.params, a, packed, scales, out, group_size, warmup)
+    if variant.family == "dqchunk":
+        return _launch_dequant_chunked(variant.params, a, packed, scales, out, group_size, warmup)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     if warmup:
         return kernel.warmup(*args, grid=grid, **meta)
@@ -128,7 +154,7 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     operand, a launch hook installed (a profiler), or the interpreter takes the generic path.
     """
     generic = functools.partial(launch, variant, group_size=group_size)
-    if interpreting() or variant.family == "dequant" or a.device.type != "cuda":
+    if interpreting() or variant.family in ("dequant", "dqchunk") or a.device.type != "cuda":
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)

@@ -30,6 +30,7 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "swapab": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
                ("num_warps", "w"), ("num_stages", "s")),
     "dequant": (("BK", "bk"), ("BN", "bn"), ("num_warps", "w")),
+    "dqchunk": (("BK", "bk"), ("BN", "bn"), ("MB", "mb"), ("num_warps", "w")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 
@@ -49,6 +50,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     "swapab": dict(BM=(16, 32, 64), BN=(64, 128, 256), BK=(128, 256),
                    SPLIT_K=(1, 2, 4, 8, 16), num_warps=(2, 4, 8), num_stages=(2, 3, 4)),
     "dequant": dict(BK=(32, 64, 128), BN=(64, 128, 256), num_warps=(4, 8)),
+    # dequantize-then-cuBLAS in column chunks of about MB megabytes of fp16, each expanded and then
+    # multiplied while it is still in L2: the fp16 copy need never reach DRAM (dequant writes and
+    # cuBLAS reads 2 bytes per weight, 4x the int4 stream, which is the M=1024 gap on the H200)
+    "dqchunk": dict(BK=(32, 64), BN=(128,), MB=(8, 16, 32), num_warps=(4, 8)),
 }
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
@@ -185,7 +190,7 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return f"K={K} is not a multiple of BK={bk}"
     if split_k > K // bk:
         return f"SPLIT_K={split_k} exceeds the K/BK={K // bk} blocks to split"
-    if variant.family == "dequant":
+    if variant.family in ("dequant", "dqchunk"):
         return None
     bm, stages = p["BM"], p["num_stages"]
     if not _group_ok(bk, group_size):
@@ -220,6 +225,13 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     return None
 
 
+def chunk_columns(params, N: int, K: int) -> int:
+    """Columns per chunk of the dqchunk family: as many whole BN tiles as fit MB megabytes of fp16
+    [K, columns] (at least one tile), at most N."""
+    tiles = max(1, (params["MB"] << 20) // (2 * K * params["BN"]))
+    return min(N, tiles * params["BN"])
+
+
 def packed_blocks_held(params) -> int:
     """Packed blocks a gemv thread holds at once: the current one, plus the prefetched one."""
     return 1 + (params["num_stages"] > 1)
@@ -235,7 +247,9 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         # 29 of 32 splits used (K=11008, BK=64) beat every config the sweep had tried there
         if 4 * used < 3 * split_k:
             return f"SPLIT_K={split_k} leaves {split_k - used} of its splits of {blocks} K blocks empty"
-    if variant.family == "dequant":
+    if variant.family == "dqchunk" and chunk_columns(p, N, K) >= N:
+        return f"one chunk of {p['MB']} MB covers N={N}: that is the dequant family"
+    if variant.family in ("dequant", "dqchunk"):
         if M < DEQUANT_MIN_M:
             return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
         if p["BN"] > max(64, next_pow2(N)):
@@ -324,6 +338,10 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         for bk in (64, 32, 128):
             for bn in (128, 64, 256):
                 yield dict(BK=bk, BN=bn, num_warps=4)
+    elif family == "dqchunk":
+        for mb in (16, 8, 32):
+            for bk in (64, 32):
+                yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
     else:
         for bm in (min(128, max(16, mp)), 64, 32, 16):
             for bn in (128, 256, 64, 32):
@@ -342,9 +360,9 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     elif M <= GEMV_MAX_M:
         order = ("swapab", "gemv", "splitk", "gemm")
     elif M <= 128:
-        order = ("swapab", "gemm", "splitk", "dequant")
-    else:
-        order = ("dequant", "gemm", "swapab", "splitk")
+        order = ("swapab", "gemm", "splitk", "dequant", "dqchunk")
+    else:  # dqchunk last: not yet timed on a GPU
+        order = ("dequant", "gemm", "swapab", "splitk", "dqchunk")
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
