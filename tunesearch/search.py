@@ -258,6 +258,7 @@ def delete_studies(key: Key, storage) -> int:
         optuna.delete_study(study_name=name, storage=storage)
     return len(names)
 
+
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 6) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
     shapes, this key on another GPU."""

@@ -111,8 +111,6 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
               progress=None, key_queue=None) -> SweepResult:
     """Search every key of ``settings`` on ``device``; resumable, committed trial by trial.
     With ``key_queue`` (``run_sweep_all``) the keys are pulled from it by index instead."""
-    import optuna
-
     t0 = time.time()
     measurer, compiler = _make_measurer(store, device, settings)
     info = measurer.info
