@@ -27,7 +27,42 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from tunesearch.variants._common import split_k_range, store_or_reduce_splitk  # noqa: E402
+from tunesearch.variants.api import interpreting  # noqa: E402
 from tunesearch.variants.gemv import _exponent_fields, _fp16_pair_to_f32  # noqa: E402
+
+
+@triton.jit
+def split_k_tail(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn,
+                 SPLIT_K: tl.constexpr, HANDSHAKE: tl.constexpr):
+    """The split-K tail of the shipped kernels (HANDSHAKE=1) and its variants (the module's docstring)."""
+    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    ws_ptrs = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    if HANDSHAKE == 1:  # the shipped one
+        store_or_reduce_splitk(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M, N,
+                               stride_cm, stride_cn, SPLIT_K)
+    elif HANDSHAKE == 2:  # the shipped one, the counter re-armed without a fence
+        tl.store(ws_ptrs + pid_k * M * N, out, mask=mask)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros_like(out)
+            for i in range(SPLIT_K):
+                total += tl.load(ws_ptrs + i * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
+    elif HANDSHAKE == 3:  # fp32 reductions in L2 (order not fixed), the last converts one tile
+        tl.atomic_add(ws_ptrs, out, mask=mask, sem="relaxed")
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = tl.load(ws_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
+            tl.store(ws_ptrs, tl.zeros_like(total), mask=mask)
+            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
+    else:  # none: each split's partial to its own slot (wrong result, timing only)
+        tl.store(ws_ptrs + pid_k * M * N, out, mask=mask)
+
 
 
 @triton.jit
@@ -36,6 +71,7 @@ def gemv_anatomy_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     SPLIT_K: tl.constexpr, STAGES: tl.constexpr, COMPUTE: tl.constexpr, HANDSHAKE: tl.constexpr,
+    PTX: tl.constexpr,
 ):
     BK8: tl.constexpr = BK // 8
     pid_n = tl.program_id(0)
@@ -67,11 +103,11 @@ def gemv_anatomy_kernel(
         else:
             s = tl.load(s_ptr + ((k + k3 * 8) // GROUP) * stride_sg + n3 * stride_sn, mask=mask_n3, other=0.0)
         if COMPUTE:
-            fields = _exponent_fields(packed, True)
+            fields = _exponent_fields(packed, PTX)
             block = tl.zeros([BM, BK8, BN], dtype=tl.float32)
             for p in tl.static_range(4):
                 pair = tl.load(a_ptrs.to(tl.pointer_type(tl.int32), bitcast=True) + p, mask=mask_m3, other=0)
-                a_even, a_odd = _fp16_pair_to_f32(pair, True)
+                a_even, a_odd = _fp16_pair_to_f32(pair, PTX)
                 block += a_even * (fields[2 * p] - ((1 << (23 - 4 * ((2 * p) % 4))) + 8.0))
                 block += a_odd * (fields[2 * p + 1] - ((1 << (23 - 4 * ((2 * p + 1) % 4))) + 8.0))
             acc += block * s.to(tl.float32)
@@ -82,46 +118,19 @@ def gemv_anatomy_kernel(
         b_ptrs += BK8 * stride_bk
 
     out = tl.sum(acc + bits.to(tl.float32), axis=1)
-    tile_id = pid_m * tl.num_programs(0) + pid_n
-    mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    ws_ptrs = ws_ptr + offs_m[:, None] * N + offs_n[None, :]
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    if HANDSHAKE == 1:  # the shipped one
-        store_or_reduce_splitk(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M, N,
-                               stride_cm, stride_cn, SPLIT_K)
-    elif HANDSHAKE == 2:  # the shipped one, the counter re-armed without a fence
-        tl.store(ws_ptrs + pid_k * M * N, out, mask=mask)
-        tl.debug_barrier()
-        arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
-        if arrived == SPLIT_K - 1:
-            total = tl.zeros_like(out)
-            for i in range(SPLIT_K):
-                total += tl.load(ws_ptrs + i * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
-    elif HANDSHAKE == 3:  # fp32 reductions in L2 (order not fixed), the last converts one tile
-        tl.atomic_add(ws_ptrs, out, mask=mask, sem="relaxed")
-        tl.debug_barrier()
-        arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
-        if arrived == SPLIT_K - 1:
-            total = tl.load(ws_ptrs, mask=mask, other=0.0, cache_modifier=".cg")
-            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
-            tl.store(ws_ptrs, tl.zeros_like(total), mask=mask)
-            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
-    else:  # none: each split's partial to its own slot (wrong result, timing only)
-        tl.store(ws_ptrs + pid_k * M * N, out, mask=mask)
-
+    split_k_tail(out, c_ptr, ws_ptr, lock_ptr, pid_m * tl.num_programs(0) + pid_n, pid_k, offs_m, offs_n,
+                 M, N, stride_cm, stride_cn, SPLIT_K, HANDSHAKE)
 
 def anatomy_launcher(a, packed, scales, out, BN, BK, SPLIT_K, num_warps, STAGES, COMPUTE, HANDSHAKE):
     M, K = a.shape
     N = packed.shape[1]
     ws = torch.zeros(SPLIT_K, M, N, dtype=torch.float32, device=a.device)  # mode 3 needs zeros
-    locks = torch.zeros(triton.cdiv(N, BN), dtype=torch.int32, device=a.device)
+    locks = torch.zeros(M * triton.cdiv(N, BN), dtype=torch.int32, device=a.device)  # a tile per (row, BN)
     grid = (triton.cdiv(N, BN), SPLIT_K, M)
     args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed.stride(0),
             packed.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
     meta = dict(GROUP=128, BM=1, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, COMPUTE=COMPUTE,
-                HANDSHAKE=HANDSHAKE, num_warps=num_warps, num_stages=1)
+                HANDSHAKE=HANDSHAKE, PTX=not interpreting(), num_warps=num_warps, num_stages=1)
     return lambda: gemv_anatomy_kernel[grid](*args, **meta)
 
 
