@@ -17,7 +17,7 @@ from .space import Variant, cdiv, chunk_columns, variant_error
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
-# fp16 weight workspaces of the dequant families, per device (and per family); only grow.
+# fp16 weight workspace of the dequant families, per device; only grows.
 _dequant_workspace: dict[torch.device, torch.Tensor] = {}
 
 
@@ -54,32 +54,15 @@ def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, gr
     return a.shape[0], N, K
 
 
-def _launch_dequant(p, a, packed, scales, out, group_size, warmup):
+def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
+    """dequant (``cols`` = N) and dqchunk: per chunk of ``cols`` columns, expand it into the fp16
+    workspace, then cuBLAS into the matching columns of ``out`` (a strided view for a chunk: cuBLAS
+    takes its row stride)."""
     K, N = a.shape[1], packed.shape[1]
     buf = _dequant_workspace.get(a.device)
-    if buf is None or buf.numel() < K * N:
-        buf = torch.empty(K * N, dtype=torch.float16, device=a.device)
-        _dequant_workspace[a.device] = buf
-    w = buf[: K * N].view(K, N)
-    grid = (K // p["BK"], cdiv(N, p["BN"]))
-    args = (packed, scales, w, N, packed.stride(0), packed.stride(1), scales.stride(0),
-            scales.stride(1), w.stride(0), w.stride(1))
-    meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
-    if warmup:
-        return dequant_kernel.warmup(*args, grid=grid, **meta)
-    dequant_kernel[grid](*args, **meta)
-    return torch.matmul(a, w, out=out)
-
-
-def _launch_dequant_chunked(p, a, packed, scales, out, group_size, warmup):
-    """dqchunk: per chunk of columns, expand it into one small fp16 workspace (L2-sized), then
-    cuBLAS into the matching columns of ``out`` (a strided view: cuBLAS takes its row stride)."""
-    K, N = a.shape[1], packed.shape[1]
-    cols = chunk_columns(p, N, K)
-    buf = _dequant_workspace.get(("chunk", a.device))
     if buf is None or buf.numel() < K * cols:
         buf = torch.empty(K * cols, dtype=torch.float16, device=a.device)
-        _dequant_workspace[("chunk", a.device)] = buf
+        _dequant_workspace[a.device] = buf
     meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
     for c0 in range(0, N, cols):
         width = min(cols, N - c0)
@@ -128,10 +111,10 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
 
 def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bool = False):
     """Launch ``variant`` on validated operands (no checks here: the hot path)."""
-    if variant.family == "dequant":
-        return _launch_dequant(variant.params, a, packed, scales, out, group_size, warmup)
-    if variant.family == "dqchunk":
-        return _launch_dequant_chunked(variant.params, a, packed, scales, out, group_size, warmup)
+    if variant.family in ("dequant", "dqchunk"):
+        N, K = packed.shape[1], a.shape[1]
+        cols = N if variant.family == "dequant" else chunk_columns(variant.params, N, K)
+        return _launch_dequant(variant.params, a, packed, scales, out, group_size, warmup, cols)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     if warmup:
         return kernel.warmup(*args, grid=grid, **meta)
