@@ -40,6 +40,27 @@ def test_families_on_gpu(M, K, N, compiler):
     assert not failures, "\n".join(failures)
 
 
+def words_to_unpack(total: int, extra=None):
+    """int32 words on the GPU for the PTX tests: every nibble value in every position (zeros
+    elsewhere), every value in all eight nibbles, ``extra`` (int64) words, then random ones up to
+    ``total``."""
+    import torch
+
+    nibbles = torch.arange(16, dtype=torch.int64)
+    words = [nibbles << (4 * j) for j in range(8)] + [nibbles * 0x11111111]
+    if extra is not None:
+        words.append(extra)
+    random = total - sum(len(w) for w in words)
+    x = torch.cat(words + [torch.randint(-2**31, 2**31 - 1, (random,), dtype=torch.int64)])
+    return torch.where(x >= 2**31, x - 2**32, x).to(torch.int32).cuda()
+
+
+def nibble_codes(x):
+    """[8, len(x)]: nibble j of every int32 in ``x``."""
+    import torch
+
+    return (x.long()[None, :] >> (4 * torch.arange(8, device=x.device)[:, None])) & 0xF
+
 @pytest.mark.gpu
 def test_swapab_ptx_unpack_equals_the_plain_spelling_on_every_nibble():
     """The eight-plane PTX block against the plain-Triton unpack the interpreter tests, bit for bit,
@@ -60,18 +81,12 @@ def test_swapab_ptx_unpack_equals_the_plain_spelling_on_every_nibble():
             tl.store(ptx_ptr + j * total + offs, ptx[j])
             tl.store(plain_ptr + j * total + offs, plain[j])
 
-    nibbles = torch.arange(16, dtype=torch.int64)
-    words = [(nibbles << (4 * j)) for j in range(8)]  # value v at nibble j, zeros elsewhere
-    words.append(nibbles * 0x11111111)  # v at every nibble
-    words.append(torch.randint(-2**31, 2**31 - 1, (4096 - 16 * 9,), dtype=torch.int64))
-    x = torch.cat(words)
-    x = torch.where(x >= 2**31, x - 2**32, x).to(torch.int32).flip(0).contiguous().cuda()
+    x = words_to_unpack(4096).flip(0).contiguous()
     ptx = torch.empty(8, x.numel(), dtype=torch.float16, device="cuda")
     plain = torch.empty_like(ptx)
     planes_kernel[(x.numel() // 256,)](x, ptx, plain, x.numel(), BLOCK=256)
     assert torch.equal(ptx.view(torch.int16), plain.view(torch.int16))
-    codes = (x.long()[None, :] >> (4 * torch.arange(8, device="cuda")[:, None])) & 0xF
-    assert torch.equal(ptx.float(), (codes - 8).float())
+    assert torch.equal(ptx.float(), (nibble_codes(x) - 8).float())
 
 
 @pytest.mark.gpu
@@ -101,15 +116,11 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
         tl.store(plain_ptr + 8 * total + offs, plo)
         tl.store(plain_ptr + 9 * total + offs, phi)
 
-    nibbles = torch.arange(16, dtype=torch.int64)
     halves = torch.arange(65536, dtype=torch.int64)
-    x = torch.cat([nibbles << (4 * j) for j in range(8)] + [nibbles * 0x11111111, halves | (halves.flip(0) << 16),
-                   torch.randint(-2**31, 2**31 - 1, (2**17 - 16 * 9 - 65536,), dtype=torch.int64)])
-    x = torch.where(x >= 2**31, x - 2**32, x).to(torch.int32).contiguous().cuda()
+    x = words_to_unpack(2**17, halves | (halves.flip(0) << 16))  # every 16-bit pattern in both halves
     ptx = torch.empty(10, x.numel(), dtype=torch.float32, device="cuda")
     plain = torch.empty_like(ptx)
     helpers_kernel[(x.numel() // 256,)](x, ptx, plain, x.numel(), BLOCK=256)
     assert torch.equal(ptx.view(torch.int32), plain.view(torch.int32))
-    codes = (x.long()[None, :] >> (4 * torch.arange(8, device="cuda")[:, None])) & 0xF
-    exact = 2.0 ** (23 - 4 * (torch.arange(8, device="cuda")[:, None] % 4)) + codes
+    exact = 2.0 ** (23 - 4 * (torch.arange(8, device="cuda")[:, None] % 4)) + nibble_codes(x)
     assert torch.equal(ptx[:8].double(), exact.double())
