@@ -146,14 +146,13 @@ class IsolatedMeasurer:
         try:
             result = self._call("measure", variant.id, timeout=self.trial_timeout)
         except (EOFError, ConnectionError, OSError, TimeoutError) as exc:
+            proc = self._proc
             if isinstance(exc, TimeoutError):
                 why = f"timed out after {self.trial_timeout:.0f} s"
             else:
-                # the pipe's EOF can arrive before the dead process is reaped: wait for its exit code
-                if self._proc is not None:
-                    self._proc.join(timeout=10)
-                code = self._proc.exitcode if self._proc is not None else None
-                why = f"worker process died (exit code {code})"
+                if proc is not None:  # the pipe's EOF can come before the dead process is reaped
+                    proc.join(timeout=10)
+                why = f"worker process died (exit code {proc.exitcode if proc is not None else None})"
             self._restart(kill=True)
             return Result("failed", f"{why} while running {variant.id}; worker restarted")
         if result.error and any(s in result.error for s in FATAL_CUDA):
