@@ -6,7 +6,8 @@ streaming-read floor. This copy of its kernel has two switches:
 * COMPUTE=False: the unpack and FMAs are replaced by one XOR per packed int32 (the loads, the scale
   loads and the grid stay), so what remains is the kernel's structure;
 * HANDSHAKE: 1 the shipped split-K tail (partial to its slot, fence, counter, the last split sums
-  the slots in order, re-arms the counter with a fence); 2 the same with the re-arm unfenced;
+  the slots in order, re-arms the counter; unfenced since the 7th run, row 26); 2 the same with the
+  re-arm fenced (the shipped form of runs s5/s6: the logs' "h2" then was the unfenced one);
   3 fp32 reductions into one zeroed tile in L2 (sum order not fixed), the last split converts that
   tile and zeroes it; 0 none: each split stores its partial to its own slot and ends (wrong result).
 The probe times every combination for a few (BN, SPLIT_K) grids beside the floor, with the sweep's
@@ -41,7 +42,7 @@ def split_k_tail(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M
     if HANDSHAKE == 1:  # the shipped one
         store_or_reduce_splitk(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M, N,
                                stride_cm, stride_cn, SPLIT_K)
-    elif HANDSHAKE == 2:  # the shipped one, the counter re-armed without a fence
+    elif HANDSHAKE == 2:  # the shipped one, the counter re-armed with a fence (shipped until row 26)
         tl.store(ws_ptrs + pid_k * M * N, out, mask=mask)
         tl.debug_barrier()
         arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
@@ -50,7 +51,7 @@ def split_k_tail(out, c_ptr, ws_ptr, lock_ptr, tile_id, pid_k, offs_m, offs_n, M
             for i in range(SPLIT_K):
                 total += tl.load(ws_ptrs + i * M * N, mask=mask, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
+            tl.atomic_xchg(lock_ptr + tile_id, 0)
     elif HANDSHAKE == 3:  # fp32 reductions in L2 (order not fixed), the last converts one tile
         tl.atomic_add(ws_ptrs, out, mask=mask, sem="relaxed")
         tl.debug_barrier()

@@ -8,7 +8,7 @@ switches:
 * PLANES: 8 is the shipped block product (eight nibble-plane dots); 1 unpacks and multiplies plane 0
   only (1/8 of the unpack and tensor work; the loop keeps one dot, so Triton still pipelines its loads;
   wrong result);
-* HANDSHAKE: gemv_anatomy's split-K tails (1 shipped, 2 unfenced re-arm, 3 fp32 reductions in L2,
+* HANDSHAKE: gemv_anatomy's split-K tails (1 shipped, 2 fenced re-arm, 3 fp32 reductions in L2,
   0 none: wrong result).
 Each (shape, M) is timed with the table's variant and a few neighbours, every combination beside the
 floor, with the sweep's harness, after checking the correct forms (PLANES=8 with HANDSHAKE 1, 2, 3)
