@@ -44,3 +44,34 @@ def test_the_timing_only_forms_are_wrong_so_they_are_never_shipped(kernel_device
         swapab_anatomy.anatomy_launcher(*args, out, BM=16, BN=64, SPLIT_K=2, num_warps=4, num_stages=3,
                                         PLANES=planes, HANDSHAKE=handshake)()
         assert relative_error(out.cpu(), inputs.ref) > 0.1
+
+
+def test_layout_k16_repack_is_the_documented_permutation():
+    from benchmarks.experiments.layout_k16 import repack_k16, unpack_k16
+    from tunesearch.variants.layout import unpack
+
+    inputs = CheckInputs(1, 24, 256, 128, "cpu", seed=7)
+    packed_k16 = repack_k16(inputs.packed)
+    codes = unpack(inputs.packed)
+    # word 16 b + w, nibble j holds row 128 b + 16 j + w
+    raw = unpack(packed_k16)
+    for b, w, j in ((0, 0, 1), (0, 3, 7), (1, 15, 5), (1, 9, 0)):
+        assert torch.equal(raw[8 * (16 * b + w) + j], codes[128 * b + 16 * j + w])
+    assert torch.equal(unpack_k16(packed_k16), codes)
+    assert not torch.equal(packed_k16, inputs.packed)
+
+
+@pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 3), (40, 64, 2)])
+def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
+    from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16
+
+    K, N = 384, 72  # N tail; 3 blocks, split 1, 3 (one each) or 2 (2 + 1)
+    inputs = CheckInputs(M, N, K, 128, "cpu", seed=20 + M)
+    args = [t.to(kernel_device) for t in (inputs.a, repack_k16(inputs.packed), inputs.scales)]
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
+    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3)()
+    assert relative_error(out.cpu(), inputs.ref) < 2e-3
+    # the same kernel on the base layout reads the wrong activations: the check can fail
+    base = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
+    k16_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3)()
+    assert relative_error(out.cpu(), inputs.ref) > 0.1

@@ -1,0 +1,172 @@
+"""EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
+
+    python benchmarks/experiments/layout_k16.py OUT_DIR
+swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
+activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
+[BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
+dot (65 STS per loop at BM=64, 128 at BM=128; 228-255 registers at BM=64-128).
+
+Layout "k16" (chosen once per (N, K), repacked at load): in each block of 128 k (one scale group),
+word k8 = 0..15 holds, as nibble j, row k0 + 16 j + k8. Plane j then multiplies A[:, k0 + 16 j :
+k0 + 16 j + 16], a contiguous slice that Triton's pipeliner can copy from global memory to shared
+memory itself (cp.async) in the dot's operand layout: no register split, no STS. The nibble unpack
+is unchanged (the same eight planes of each int32).
+
+``repack_k16`` / ``unpack_k16`` are the layout's specification (tested on the CPU: the pair is a
+bijection, and the kernel on repacked weights equals A @ dequantize(base) in fp32). The probe times
+the k16 kernel against the shipped swapab (base layout) on the same configs, after checking both.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from tunesearch.variants._common import split_k_range, store_or_reduce_splitk  # noqa: E402
+from tunesearch.variants.api import interpreting  # noqa: E402
+from tunesearch.variants.layout import PACK, unpack  # noqa: E402
+from tunesearch.variants.swapab import _nibble_planes  # noqa: E402
+
+BLOCK = 128  # k per layout block: one scale group, swapab's BK
+PLANE = BLOCK // PACK  # 16 words per block; plane j covers k0 + 16 j .. + 15
+
+
+def _k16_order(k: int, device) -> torch.Tensor:
+    """Base-order row r (= 8 * word + nibble within a block) -> the k it holds in layout k16."""
+    r = torch.arange(k, device=device)
+    block, inner = r // BLOCK, r % BLOCK
+    word, nibble = inner // PACK, inner % PACK
+    return block * BLOCK + nibble * PLANE + word
+
+
+def _pack_codes(codes: torch.Tensor) -> torch.Tensor:
+    k, n = codes.shape
+    shifts = (torch.arange(PACK, device=codes.device, dtype=torch.int64) * 4)[None, :, None]
+    packed64 = (codes.to(torch.int64).reshape(k // PACK, PACK, n) << shifts).sum(dim=1)
+    return torch.where(packed64 >= 2**31, packed64 - 2**32, packed64).to(torch.int32).contiguous()
+
+
+def repack_k16(packed: torch.Tensor) -> torch.Tensor:
+    """Base layout -> k16 (scales unchanged: a block is one group)."""
+    k = packed.shape[0] * PACK
+    if k % BLOCK:
+        raise ValueError(f"layout k16 needs K % {BLOCK} == 0, got K={k}")
+    return _pack_codes(unpack(packed)[_k16_order(k, packed.device)])
+
+
+def unpack_k16(packed_k16: torch.Tensor) -> torch.Tensor:
+    """The codes (0..15) as int32 [K, N] in k order: the inverse of repack_k16's permutation."""
+    k = packed_k16.shape[0] * PACK
+    codes = torch.empty_like(unpack(packed_k16))
+    codes[_k16_order(k, packed_k16.device)] = unpack(packed_k16)
+    return codes
+
+
+@triton.jit
+def swapab_k16_kernel(
+    a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
+    GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    SPLIT_K: tl.constexpr, PTX: tl.constexpr,
+):
+    BK8: tl.constexpr = BK // 8
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    offs_k8 = tl.arange(0, BK8)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    k_begin, k_end = split_k_range(pid_k, K, BK, SPLIT_K)
+    b_ptrs = b_ptr + offs_n[:, None] * stride_bn + (k_begin // 8 + offs_k8)[None, :] * stride_bk
+    # plane j's activations, transposed: A[m, k + BK8 j + k8] as [BK8, BM]
+    a_ptrs = a_ptr + offs_m[None, :] * stride_am + (k_begin + offs_k8)[:, None] * stride_ak
+
+    acc = tl.zeros([BN, BM], dtype=tl.float32)
+    for k in range(k_begin, k_end, BK):
+        packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
+        w_planes = _nibble_planes(packed, PTX)
+        block = tl.zeros([BN, BM], dtype=tl.float32)
+        for j in tl.static_range(8):
+            a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+            block = tl.dot(w_planes[j], a_j, block)
+        s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+        acc += block * s.to(tl.float32)[:, None]
+        b_ptrs += BK8 * stride_bk
+        a_ptrs += BK * stride_ak
+
+    store_or_reduce_splitk(tl.trans(acc), c_ptr, ws_ptr, lock_ptr, pid_m * tl.num_programs(0) + pid_n,
+                           pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
+
+
+def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages):
+    M, K = a.shape
+    N = packed_k16.shape[1]
+    tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    ws = torch.empty(SPLIT_K, M, N, dtype=torch.float32, device=a.device)
+    locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
+    args = (a, packed_k16, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed_k16.stride(0),
+            packed_k16.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
+    meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SPLIT_K, PTX=not interpreting(),
+                num_warps=num_warps, num_stages=num_stages)
+    return lambda: swapab_k16_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
+
+
+# (M, K, N) and swapab configs around the packaged table's choices (2026-11-30 _s7), plus BM=128
+KEYS = [(1, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008),
+        (16, 11008, 4096), (64, 11008, 4096), (128, 11008, 4096)]
+CONFIGS = {
+    1: [(16, 64, 4, 2, 4), (16, 128, 4, 4, 3)],
+    16: [(16, 64, 4, 2, 4), (16, 128, 4, 4, 3), (16, 64, 8, 2, 4), (16, 128, 8, 4, 3)],
+    32: [(32, 128, 4, 4, 3), (32, 64, 4, 2, 4), (32, 128, 8, 4, 3)],
+    64: [(64, 128, 4, 4, 3), (64, 128, 8, 4, 3), (64, 64, 4, 4, 4), (64, 128, 2, 8, 3)],
+    128: [(64, 128, 4, 4, 3), (128, 128, 4, 8, 3), (128, 64, 4, 4, 3), (128, 128, 2, 8, 3)],
+}  # (BM, BN, SPLIT_K, num_warps, num_stages)
+
+
+def main(out_dir):
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
+    from tunesearch.gpu import gpu_info
+    from tunesearch.variants import Variant, matmul
+
+    info = gpu_info(0)
+    rows = []
+    for M, K, N in KEYS:
+        ops = Operands(M, N, K, BLOCK, info.l2_bytes)
+        k16_copies = [(a, repack_k16(p), s, o) for a, p, s, o in ops.copies]
+        inputs = CheckInputs(M, N, K, BLOCK, "cuda")
+        packed_k16 = repack_k16(inputs.packed)
+        for BM, BN, SK, w, st in CONFIGS[M]:
+            config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
+            variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
+            times = {}
+            try:
+                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                k16_launcher(inputs.a, packed_k16, inputs.scales, out, **config)()
+                err = relative_error(out, inputs.ref)
+                assert err < REL_TOL, f"k16 {config}: relative error {err:.3g}"
+                times["k16"] = graph_time([k16_launcher(*c, **config) for c in k16_copies], replays=20).us
+            except Exception as e:  # a config that does not compile or fit: say so, go on
+                times["k16"] = f"{type(e).__name__}: {str(e)[:120]}"
+            try:
+                times["base"] = graph_time([lambda c=c: matmul(c[0], c[1], c[2], variant, BLOCK, out=c[3])
+                                            for c in ops.copies], replays=20).us
+            except Exception as e:
+                times["base"] = f"{type(e).__name__}: {str(e)[:120]}"
+            rows.append(dict(M=M, K=K, N=N, config=config, us=times))
+            fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else v  # noqa: E731
+            print(f"M={M} {K}x{N} bm{BM} bn{BN} sk{SK} w{w} s{st}: base {fmt(times['base'])} | "
+                  f"k16 {fmt(times['k16'])}", flush=True)
+        del ops, k16_copies, inputs
+        with open(f"{out_dir}/layout_k16.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
