@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -128,21 +128,27 @@ CONFIGS = {
     64: [(64, 128, 4, 4, 3), (64, 128, 8, 4, 3), (64, 64, 4, 4, 4), (64, 128, 2, 8, 3)],
     128: [(64, 128, 4, 4, 3), (128, 128, 4, 8, 3), (128, 64, 4, 4, 3), (128, 128, 2, 8, 3)],
 }  # (BM, BN, SPLIT_K, num_warps, num_stages)
+# second run ("small"): the decode range, where the first run had k16 ahead at M=1 and behind at M=16
+SMALL_KEYS = [(1, 4096, 11008), (2, 4096, 11008), (4, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008),
+              (1, 4096, 4096), (4, 4096, 4096), (16, 4096, 4096), (1, 11008, 4096), (4, 11008, 4096)]
+SMALL_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 4, 2, 2), (16, 128, 4, 4, 3), (16, 128, 4, 4, 2), (16, 64, 8, 2, 4),
+                 (16, 128, 8, 4, 3), (16, 256, 4, 4, 3), (16, 64, 16, 2, 3)]
 
 
-def main(out_dir):
+def main(out_dir, which="main"):
+    keys = KEYS if which == "main" else SMALL_KEYS
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant, matmul
 
     info = gpu_info(0)
     rows = []
-    for M, K, N in KEYS:
+    for M, K, N in keys:
         ops = Operands(M, N, K, BLOCK, info.l2_bytes)
         k16_copies = [(a, repack_k16(p), s, o) for a, p, s, o in ops.copies]
         inputs = CheckInputs(M, N, K, BLOCK, "cuda")
         packed_k16 = repack_k16(inputs.packed)
-        for BM, BN, SK, w, st in CONFIGS[M]:
+        for BM, BN, SK, w, st in (CONFIGS[M] if which == "main" else SMALL_CONFIGS):
             config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
             variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
             times = {}
@@ -164,9 +170,9 @@ def main(out_dir):
             print(f"M={M} {K}x{N} bm{BM} bn{BN} sk{SK} w{w} s{st}: base {fmt(times['base'])} | "
                   f"k16 {fmt(times['k16'])}", flush=True)
         del ops, k16_copies, inputs
-        with open(f"{out_dir}/layout_k16.json", "w") as f:
+        with open(f"{out_dir}/layout_k16_{which}.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:3])
