@@ -61,17 +61,18 @@ def test_layout_k16_repack_is_the_documented_permutation():
     assert not torch.equal(packed_k16, inputs.packed)
 
 
+@pytest.mark.parametrize("a_direct", [True, False])
 @pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 3), (40, 64, 2)])
-def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
+def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, a_direct, kernel_device):
     from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16
 
     K, N = 384, 72  # N tail; 3 blocks, split 1, 3 (one each) or 2 (2 + 1)
     inputs = CheckInputs(M, N, K, 128, "cpu", seed=20 + M)
     args = [t.to(kernel_device) for t in (inputs.a, repack_k16(inputs.packed), inputs.scales)]
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
-    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3)()
+    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
     assert relative_error(out.cpu(), inputs.ref) < 2e-3
     # the same kernel on the base layout reads the wrong activations: the check can fail
     base = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
-    k16_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3)()
+    k16_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
     assert relative_error(out.cpu(), inputs.ref) > 0.1

@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small]
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -68,11 +68,28 @@ def unpack_k16(packed_k16: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
+def _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM: tl.constexpr, BK: tl.constexpr):
+    """A_j^T [BK/8, BM], j = 0..7, of layout k16 (k = k0 + 16 j + k8) from one contiguous [BM, BK] load."""
+    offs_k = k + tl.arange(0, BK)
+    a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak, mask=mask_m[:, None], other=0.0)
+    a = tl.permute(tl.reshape(a, [BM, 2, 2, 2, BK // 8]), (0, 4, 1, 2, 3))  # [BM, k8, j2, j1, j0]
+    e, o = tl.split(a)  # j0
+    ee, eo = tl.split(e)  # j1
+    oe, oo = tl.split(o)
+    a0, a4 = tl.split(ee)  # j2
+    a2, a6 = tl.split(eo)
+    a1, a5 = tl.split(oe)
+    a3, a7 = tl.split(oo)
+    return (tl.trans(a0), tl.trans(a1), tl.trans(a2), tl.trans(a3),
+            tl.trans(a4), tl.trans(a5), tl.trans(a6), tl.trans(a7))
+
+
+@triton.jit
 def swapab_k16_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    SPLIT_K: tl.constexpr, PTX: tl.constexpr,
+    SPLIT_K: tl.constexpr, PTX: tl.constexpr, A_DIRECT: tl.constexpr = True,
 ):
     BK8: tl.constexpr = BK // 8
     pid_n = tl.program_id(0)
@@ -93,9 +110,14 @@ def swapab_k16_kernel(
         packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
         w_planes = _nibble_planes(packed, PTX)
         block = tl.zeros([BN, BM], dtype=tl.float32)
-        for j in tl.static_range(8):
-            a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
-            block = tl.dot(w_planes[j], a_j, block)
+        if A_DIRECT:  # each plane's [BK8, BM] slice straight from global memory into the dot
+            for j in tl.static_range(8):
+                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                block = tl.dot(w_planes[j], a_j, block)
+        else:  # one [BM, BK] load split in registers (as the shipped kernel does), k = BK8 j + k8
+            a_planes = _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM, BK)
+            for j in tl.static_range(8):
+                block = tl.dot(w_planes[j], a_planes[j], block)
         s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
         acc += block * s.to(tl.float32)[:, None]
         b_ptrs += BK8 * stride_bk
@@ -105,7 +127,7 @@ def swapab_k16_kernel(
                            pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
 
 
-def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages):
+def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True):
     M, K = a.shape
     N = packed_k16.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
@@ -114,7 +136,7 @@ def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_sta
     args = (a, packed_k16, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed_k16.stride(0),
             packed_k16.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
     meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SPLIT_K, PTX=not interpreting(),
-                num_warps=num_warps, num_stages=num_stages)
+                A_DIRECT=A_DIRECT, num_warps=num_warps, num_stages=num_stages)
     return lambda: swapab_k16_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
@@ -135,8 +157,17 @@ SMALL_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 4, 2, 2), (16, 128, 4, 4, 3), (16, 
                  (16, 128, 8, 4, 3), (16, 256, 4, 4, 3), (16, 64, 16, 2, 3)]
 
 
+# third run ("split"): where direct plane loads lost (M=16..32), the k16 kernel splitting one [BM, BK]
+# load in registers as the shipped kernel does (A_DIRECT=False) beside the other two
+SPLIT_KEYS = [(8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (16, 4096, 4096), (16, 11008, 4096),
+              (32, 11008, 4096)]
+SPLIT_CONFIGS = {8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6], 32: CONFIGS[32]}
+
+
 def main(out_dir, which="main"):
-    keys = KEYS if which == "main" else SMALL_KEYS
+    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS)[which]
+    configs = lambda M: dict(main=CONFIGS, split=SPLIT_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS)  # noqa: E731
+    forms = dict(k16=True, k16split=False) if which == "split" else dict(k16=True)
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant, matmul
@@ -148,18 +179,20 @@ def main(out_dir, which="main"):
         k16_copies = [(a, repack_k16(p), s, o) for a, p, s, o in ops.copies]
         inputs = CheckInputs(M, N, K, BLOCK, "cuda")
         packed_k16 = repack_k16(inputs.packed)
-        for BM, BN, SK, w, st in (CONFIGS[M] if which == "main" else SMALL_CONFIGS):
+        for BM, BN, SK, w, st in configs(M):
             config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
             variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
             times = {}
-            try:
-                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                k16_launcher(inputs.a, packed_k16, inputs.scales, out, **config)()
-                err = relative_error(out, inputs.ref)
-                assert err < REL_TOL, f"k16 {config}: relative error {err:.3g}"
-                times["k16"] = graph_time([k16_launcher(*c, **config) for c in k16_copies], replays=20).us
-            except Exception as e:  # a config that does not compile or fit: say so, go on
-                times["k16"] = f"{type(e).__name__}: {str(e)[:120]}"
+            for form, direct in forms.items():
+                try:
+                    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                    k16_launcher(inputs.a, packed_k16, inputs.scales, out, **config, A_DIRECT=direct)()
+                    err = relative_error(out, inputs.ref)
+                    assert err < REL_TOL, f"{form} {config}: relative error {err:.3g}"
+                    times[form] = graph_time([k16_launcher(*c, **config, A_DIRECT=direct) for c in k16_copies],
+                                             replays=20).us
+                except Exception as e:  # a config that does not compile or fit: say so, go on
+                    times[form] = f"{type(e).__name__}: {str(e)[:120]}"
             try:
                 times["base"] = graph_time([lambda c=c: matmul(c[0], c[1], c[2], variant, BLOCK, out=c[3])
                                             for c in ops.copies], replays=20).us
@@ -167,8 +200,8 @@ def main(out_dir, which="main"):
                 times["base"] = f"{type(e).__name__}: {str(e)[:120]}"
             rows.append(dict(M=M, K=K, N=N, config=config, us=times))
             fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else v  # noqa: E731
-            print(f"M={M} {K}x{N} bm{BM} bn{BN} sk{SK} w{w} s{st}: base {fmt(times['base'])} | "
-                  f"k16 {fmt(times['k16'])}", flush=True)
+            print(f"M={M} {K}x{N} bm{BM} bn{BN} sk{SK} w{w} s{st}: "
+                  + " | ".join(f"{name} {fmt(v)}" for name, v in times.items()), flush=True)
         del ops, k16_copies, inputs
         with open(f"{out_dir}/layout_k16_{which}.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
