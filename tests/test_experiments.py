@@ -76,3 +76,27 @@ def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, a_direct, kernel_d
     base = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
     k16_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
     assert relative_error(out.cpu(), inputs.ref) > 0.1
+
+
+@pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 2), (40, 64, 3)])
+def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
+    # planes of 32 k: a 256-block holds two scale groups (planes 0-3 and 4-7)
+    from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16, unpack_k16
+    from tunesearch.variants.layout import unpack
+
+    K, N = 768, 72  # 3 blocks of 256 in 1, 2 (2 + 1) or 3 splits; N tail
+    inputs = CheckInputs(M, N, K, 128, "cpu", seed=40 + M)
+    packed_k32 = repack_k16(inputs.packed, plane=32)
+    raw, codes = unpack(packed_k32), unpack(inputs.packed)
+    for b, w, j in ((0, 0, 4), (1, 31, 3), (2, 17, 7)):  # word 32 b + w, nibble j: row 256 b + 32 j + w
+        assert torch.equal(raw[8 * (32 * b + w) + j], codes[256 * b + 32 * j + w])
+    assert torch.equal(unpack_k16(packed_k32, plane=32), codes)
+    args = [t.to(kernel_device) for t in (inputs.a, packed_k32, inputs.scales)]
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
+    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
+    assert relative_error(out.cpu(), inputs.ref) < 2e-3
+    # scales of one group for both halves of a block (the bug this guards) would fail: swap them
+    swapped = inputs.scales.clone().reshape(-1, 2, N).flip(1).reshape(-1, N)
+    args[2] = swapped.to(kernel_device)
+    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
+    assert relative_error(out.cpu(), inputs.ref) > 0.1

@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split]
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -36,12 +36,14 @@ BLOCK = 128  # k per layout block: one scale group, swapab's BK
 PLANE = BLOCK // PACK  # 16 words per block; plane j covers k0 + 16 j .. + 15
 
 
-def _k16_order(k: int, device) -> torch.Tensor:
-    """Base-order row r (= 8 * word + nibble within a block) -> the k it holds in layout k16."""
+def _plane_order(k: int, plane: int, device) -> torch.Tensor:
+    """Base-order row r (= 8 * word + nibble) -> the k it holds in layout k<plane>: in each block of
+    8 * plane k, word w holds, as nibble j, row plane * j + w."""
+    block_k = PACK * plane
     r = torch.arange(k, device=device)
-    block, inner = r // BLOCK, r % BLOCK
+    block, inner = r // block_k, r % block_k
     word, nibble = inner // PACK, inner % PACK
-    return block * BLOCK + nibble * PLANE + word
+    return block * block_k + nibble * plane + word
 
 
 def _pack_codes(codes: torch.Tensor) -> torch.Tensor:
@@ -51,19 +53,20 @@ def _pack_codes(codes: torch.Tensor) -> torch.Tensor:
     return torch.where(packed64 >= 2**31, packed64 - 2**32, packed64).to(torch.int32).contiguous()
 
 
-def repack_k16(packed: torch.Tensor) -> torch.Tensor:
-    """Base layout -> k16 (scales unchanged: a block is one group)."""
+def repack_k16(packed: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
+    """Base layout -> k<plane> (16: one 128-block per scale group; 32: 256-blocks, two groups each).
+    Scales are unchanged: each plane's k lie in one group."""
     k = packed.shape[0] * PACK
-    if k % BLOCK:
-        raise ValueError(f"layout k16 needs K % {BLOCK} == 0, got K={k}")
-    return _pack_codes(unpack(packed)[_k16_order(k, packed.device)])
+    if k % (PACK * plane):
+        raise ValueError(f"layout k{plane} needs K % {PACK * plane} == 0, got K={k}")
+    return _pack_codes(unpack(packed)[_plane_order(k, plane, packed.device)])
 
 
-def unpack_k16(packed_k16: torch.Tensor) -> torch.Tensor:
+def unpack_k16(packed_k16: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
     """The codes (0..15) as int32 [K, N] in k order: the inverse of repack_k16's permutation."""
     k = packed_k16.shape[0] * PACK
     codes = torch.empty_like(unpack(packed_k16))
-    codes[_k16_order(k, packed_k16.device)] = unpack(packed_k16)
+    codes[_plane_order(k, plane, packed_k16.device)] = unpack(packed_k16)
     return codes
 
 
@@ -110,7 +113,17 @@ def swapab_k16_kernel(
         packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
         w_planes = _nibble_planes(packed, PTX)
         block = tl.zeros([BN, BM], dtype=tl.float32)
-        if A_DIRECT:  # each plane's [BK8, BM] slice straight from global memory into the dot
+        if A_DIRECT and BK > GROUP:  # layout k32: planes 0-3 in group k // G, 4-7 in the next
+            for j in tl.static_range(4):
+                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                block = tl.dot(w_planes[j], a_j, block)
+            s_lo = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+            acc += block * s_lo.to(tl.float32)[:, None]
+            block = tl.zeros([BN, BM], dtype=tl.float32)
+            for j in tl.static_range(4, 8):
+                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                block = tl.dot(w_planes[j], a_j, block)
+        elif A_DIRECT:  # each plane's [BK8, BM] slice straight from global memory into the dot
             for j in tl.static_range(8):
                 a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
                 block = tl.dot(w_planes[j], a_j, block)
@@ -118,8 +131,8 @@ def swapab_k16_kernel(
             a_planes = _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM, BK)
             for j in tl.static_range(8):
                 block = tl.dot(w_planes[j], a_planes[j], block)
-        s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-        acc += block * s.to(tl.float32)[:, None]
+        s = tl.load(s_ptr + ((k + BK) // GROUP - 1) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+        acc += block * s.to(tl.float32)[:, None]  # the block's last group (its only one when BK = G)
         b_ptrs += BK8 * stride_bk
         a_ptrs += BK * stride_ak
 
@@ -127,7 +140,7 @@ def swapab_k16_kernel(
                            pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
 
 
-def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True):
+def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE):
     M, K = a.shape
     N = packed_k16.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
@@ -135,7 +148,8 @@ def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_sta
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed_k16, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed_k16.stride(0),
             packed_k16.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SPLIT_K, PTX=not interpreting(),
+    assert plane == PLANE or A_DIRECT, "the register split is written for k16 only"
+    meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=PACK * plane, SPLIT_K=SPLIT_K, PTX=not interpreting(),
                 A_DIRECT=A_DIRECT, num_warps=num_warps, num_stages=num_stages)
     return lambda: swapab_k16_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
@@ -162,12 +176,21 @@ SMALL_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 4, 2, 2), (16, 128, 4, 4, 3), (16, 
 SPLIT_KEYS = [(8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (16, 4096, 4096), (16, 11008, 4096),
               (32, 11008, 4096)]
 SPLIT_CONFIGS = {8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6], 32: CONFIGS[32]}
+# fourth run ("k32"): planes of 32 k (256-blocks of two scale groups), 64-byte activation rows per plane
+K32_KEYS = [(1, 4096, 11008), (4, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008),
+            (64, 4096, 11008), (128, 4096, 11008), (16, 4096, 4096), (16, 11008, 4096), (64, 11008, 4096)]
+K32_CONFIGS = {1: SMALL_CONFIGS[:6], 4: SMALL_CONFIGS[:6], 8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6],
+               32: CONFIGS[32], 64: CONFIGS[64], 128: CONFIGS[128][:1] + [(64, 128, 2, 8, 3), (64, 64, 4, 4, 3)]}
 
 
 def main(out_dir, which="main"):
-    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS)[which]
-    configs = lambda M: dict(main=CONFIGS, split=SPLIT_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS)  # noqa: E731
-    forms = dict(k16=True, k16split=False) if which == "split" else dict(k16=True)
+    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS)[which]
+    configs = lambda M: dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS)  # noqa: E731
+    forms = dict(k16=dict(A_DIRECT=True, plane=16))
+    if which == "split":
+        forms["k16split"] = dict(A_DIRECT=False, plane=16)
+    if which == "k32":
+        forms["k32"] = dict(A_DIRECT=True, plane=32)
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant, matmul
@@ -176,20 +199,21 @@ def main(out_dir, which="main"):
     rows = []
     for M, K, N in keys:
         ops = Operands(M, N, K, BLOCK, info.l2_bytes)
-        k16_copies = [(a, repack_k16(p), s, o) for a, p, s, o in ops.copies]
+        planes = sorted({f["plane"] for f in forms.values()})
+        copies = {pl: [(a, repack_k16(p, pl), s, o) for a, p, s, o in ops.copies] for pl in planes}
         inputs = CheckInputs(M, N, K, BLOCK, "cuda")
-        packed_k16 = repack_k16(inputs.packed)
+        packed = {pl: repack_k16(inputs.packed, pl) for pl in planes}
         for BM, BN, SK, w, st in configs(M):
             config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
             variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
             times = {}
-            for form, direct in forms.items():
+            for form, opts in forms.items():
                 try:
                     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                    k16_launcher(inputs.a, packed_k16, inputs.scales, out, **config, A_DIRECT=direct)()
+                    k16_launcher(inputs.a, packed[opts["plane"]], inputs.scales, out, **config, **opts)()
                     err = relative_error(out, inputs.ref)
                     assert err < REL_TOL, f"{form} {config}: relative error {err:.3g}"
-                    times[form] = graph_time([k16_launcher(*c, **config, A_DIRECT=direct) for c in k16_copies],
+                    times[form] = graph_time([k16_launcher(*c, **config, **opts) for c in copies[opts["plane"]]],
                                              replays=20).us
                 except Exception as e:  # a config that does not compile or fit: say so, go on
                     times[form] = f"{type(e).__name__}: {str(e)[:120]}"
@@ -202,7 +226,7 @@ def main(out_dir, which="main"):
             fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else v  # noqa: E731
             print(f"M={M} {K}x{N} bm{BM} bn{BN} sk{SK} w{w} s{st}: "
                   + " | ".join(f"{name} {fmt(v)}" for name, v in times.items()), flush=True)
-        del ops, k16_copies, inputs
+        del ops, copies, inputs
         with open(f"{out_dir}/layout_k16_{which}.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
