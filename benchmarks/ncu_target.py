@@ -1,32 +1,41 @@
 """A process for Nsight Compute to profile: one variant launched a few times on one key.
 
     ncu --clock-control none -k regex:swapab --launch-skip 3 --launch-count 1 --section ... \\
-        python3 benchmarks/ncu_target.py VARIANT_ID MxKxN [JOINT A_BLOCK]
-ncu flushes the caches before each profiled launch (its default --cache-control all), so the
-weights come from HBM as they do in the rotated timing.
+        python3 benchmarks/ncu_target.py VARIANT_ID MxKxN [k16|k32]
+With k16 or k32 a swapab variant runs as the layout experiment's kernel on weights repacked to that
+layout (benchmarks/experiments/layout_k16.py). ncu flushes the caches before each profiled launch
+(its default --cache-control all), so the weights come from HBM as they do in the rotated timing.
 """
 import sys
+from pathlib import Path
 
 import torch
 
-from tunesearch.bench import CheckInputs
-from tunesearch.variants import Variant, matmul
-from tunesearch.variants.api import _kernel_call
-from tunesearch.variants.swapab import swapab_kernel
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tunesearch.bench import CheckInputs  # noqa: E402
+from tunesearch.variants import Variant, matmul  # noqa: E402
 
 
-def main(vid, key, forms):
+def main(vid, key, layout=None):
     M, K, N = (int(x) for x in key.split("x"))
     variant = Variant.from_id(vid)
     inputs = CheckInputs(M, N, K, 128, "cuda")
-    for _ in range(6):
-        if variant.family == "swapab" and forms:
-            _, grid, args, meta = _kernel_call(variant, inputs.a, inputs.packed, inputs.scales, inputs.out, 128)
-            swapab_kernel[grid](*args, **{**meta, "JOINT": int(forms[0]), "A_BLOCK": int(forms[1])})
-        else:
+    if layout:
+        from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16
+
+        plane = {"k16": 16, "k32": 32}[layout]
+        p = variant.params
+        launch = k16_launcher(inputs.a, repack_k16(inputs.packed, plane), inputs.scales, inputs.out, BM=p["BM"],
+                              BN=p["BN"], SPLIT_K=p["SPLIT_K"], num_warps=p["num_warps"],
+                              num_stages=p["num_stages"], plane=plane)
+    else:
+        def launch():
             matmul(inputs.a, inputs.packed, inputs.scales, variant, 128, out=inputs.out)
+    for _ in range(6):
+        launch()
     torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3:])
+    main(sys.argv[1], sys.argv[2], *sys.argv[3:4])
