@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32]
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32|bm32]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -182,10 +182,18 @@ K32_KEYS = [(1, 4096, 11008), (4, 4096, 11008), (8, 4096, 11008), (16, 4096, 110
 K32_CONFIGS = {1: SMALL_CONFIGS[:6], 4: SMALL_CONFIGS[:6], 8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6],
                32: CONFIGS[32], 64: CONFIGS[64], 128: CONFIGS[128][:1] + [(64, 128, 2, 8, 3), (64, 64, 4, 4, 3)]}
 
+# fifth run ("bm32"): k16's plane loads are 8-byte (2 warps) or 4-byte (4 warps) cp.async through L1 at BM=16
+# (512 bytes per plane over the CTA's threads; the shipped kernel's are 16-byte, bypassing L1); with BM=32
+# a plane is 1 KB, so M=16 gets 16-byte copies with half the rows masked (cheap at M <= 8)
+BM32_KEYS = [(16, 4096, 11008), (16, 4096, 4096), (16, 11008, 4096), (8, 4096, 11008)]
+BM32_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 8, 2, 4), (32, 64, 4, 2, 4), (32, 64, 8, 2, 4), (32, 64, 4, 2, 3),
+                (32, 128, 4, 4, 3), (32, 128, 8, 4, 3), (32, 64, 8, 4, 3)]
+
 
 def main(out_dir, which="main"):
-    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS)[which]
-    configs = lambda M: dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS)  # noqa: E731
+    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS, bm32=BM32_KEYS)[which]
+    configs = lambda M: (BM32_CONFIGS if which == "bm32" else  # noqa: E731
+                         dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS))
     forms = dict(k16=dict(A_DIRECT=True, plane=16))
     if which == "split":
         forms["k16split"] = dict(A_DIRECT=False, plane=16)
