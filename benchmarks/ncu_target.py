@@ -22,11 +22,11 @@ def main(vid, key, layout=None):
     variant = Variant.from_id(vid)
     inputs = CheckInputs(M, N, K, 128, "cuda")
     if layout:
-        from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16
+        from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes
 
         plane = {"k16": 16, "k32": 32}[layout]
         p = variant.params
-        launch = k16_launcher(inputs.a, repack_k16(inputs.packed, plane), inputs.scales, inputs.out, BM=p["BM"],
+        launch = planes_launcher(inputs.a, repack_planes(inputs.packed, plane), inputs.scales, inputs.out, BM=p["BM"],
                               BN=p["BN"], SPLIT_K=p["SPLIT_K"], num_warps=p["num_warps"],
                               num_stages=p["num_stages"], plane=plane)
     else:

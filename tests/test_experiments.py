@@ -47,56 +47,57 @@ def test_the_timing_only_forms_are_wrong_so_they_are_never_shipped(kernel_device
 
 
 def test_layout_k16_repack_is_the_documented_permutation():
-    from benchmarks.experiments.layout_k16 import repack_k16, unpack_k16
+    from benchmarks.experiments.layout_k16 import repack_planes, unpack_planes
     from tunesearch.variants.layout import unpack
 
     inputs = CheckInputs(1, 24, 256, 128, "cpu", seed=7)
-    packed_k16 = repack_k16(inputs.packed)
+    packed_k16 = repack_planes(inputs.packed)
     codes = unpack(inputs.packed)
     # word 16 b + w, nibble j holds row 128 b + 16 j + w
     raw = unpack(packed_k16)
     for b, w, j in ((0, 0, 1), (0, 3, 7), (1, 15, 5), (1, 9, 0)):
         assert torch.equal(raw[8 * (16 * b + w) + j], codes[128 * b + 16 * j + w])
-    assert torch.equal(unpack_k16(packed_k16), codes)
+    assert torch.equal(unpack_planes(packed_k16), codes)
     assert not torch.equal(packed_k16, inputs.packed)
 
 
 @pytest.mark.parametrize("a_direct", [True, False])
 @pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 3), (40, 64, 2)])
 def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, a_direct, kernel_device):
-    from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16
+    from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes
 
     K, N = 384, 72  # N tail; 3 blocks, split 1, 3 (one each) or 2 (2 + 1)
     inputs = CheckInputs(M, N, K, 128, "cpu", seed=20 + M)
-    args = [t.to(kernel_device) for t in (inputs.a, repack_k16(inputs.packed), inputs.scales)]
+    args = [t.to(kernel_device) for t in (inputs.a, repack_planes(inputs.packed), inputs.scales)]
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
-    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
+    planes_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
     assert relative_error(out.cpu(), inputs.ref) < 2e-3
     # the same kernel on the base layout reads the wrong activations: the check can fail
     base = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
-    k16_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
+    planes_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 
 @pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 2), (40, 64, 3)])
 def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
     # planes of 32 k: a 256-block holds two scale groups (planes 0-3 and 4-7)
-    from benchmarks.experiments.layout_k16 import k16_launcher, repack_k16, unpack_k16
+    from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes, unpack_planes
     from tunesearch.variants.layout import unpack
 
     K, N = 768, 72  # 3 blocks of 256 in 1, 2 (2 + 1) or 3 splits; N tail
     inputs = CheckInputs(M, N, K, 128, "cpu", seed=40 + M)
-    packed_k32 = repack_k16(inputs.packed, plane=32)
+    packed_k32 = repack_planes(inputs.packed, plane=32)
     raw, codes = unpack(packed_k32), unpack(inputs.packed)
     for b, w, j in ((0, 0, 4), (1, 31, 3), (2, 17, 7)):  # word 32 b + w, nibble j: row 256 b + 32 j + w
         assert torch.equal(raw[8 * (32 * b + w) + j], codes[256 * b + 32 * j + w])
-    assert torch.equal(unpack_k16(packed_k32, plane=32), codes)
+    assert torch.equal(unpack_planes(packed_k32, plane=32), codes)
     args = [t.to(kernel_device) for t in (inputs.a, packed_k32, inputs.scales)]
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
-    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
+    planes_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
     assert relative_error(out.cpu(), inputs.ref) < 2e-3
-    # scales of one group for both halves of a block (the bug this guards) would fail: swap them
+    # a kernel giving both halves of a block one group's scale would be wrong: swapping each pair of
+    # scale rows must change the result
     swapped = inputs.scales.clone().reshape(-1, 2, N).flip(1).reshape(-1, N)
     args[2] = swapped.to(kernel_device)
-    k16_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
+    planes_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, plane=32)()
     assert relative_error(out.cpu(), inputs.ref) > 0.1

@@ -12,9 +12,16 @@ k0 + 16 j + 16], a contiguous slice that Triton's pipeliner can copy from global
 memory itself (cp.async) in the dot's operand layout: no register split, no STS. The nibble unpack
 is unchanged (the same eight planes of each int32).
 
-``repack_k16`` / ``unpack_k16`` are the layout's specification (tested on the CPU: the pair is a
-bijection, and the kernel on repacked weights equals A @ dequantize(base) in fp32). The probe times
-the k16 kernel against the shipped swapab (base layout) on the same configs, after checking both.
+Layout "k32" (``plane=32``): the same with 256-blocks, plane j covering 32 k (64-byte activation rows);
+a block holds two scale groups, planes 0-3 and 4-7.
+
+``repack_planes`` / ``unpack_planes`` are the layouts' specification (tested on the CPU: the documented
+permutation, the pair a bijection, and the kernel on repacked weights equal to A @ dequantize(base) in
+fp32). The probe times the kernel on each layout against the shipped swapab (base layout) on the same
+configs, after checking each layout form against A @ dequantize(W) (a wrong result stops the run; a
+config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32
+(comments below). Runs: benchmarks/results/layout_{k16,k16_small,k16_split,k32,bm32}_h200_2026-11-30_s7
+.{json,log}; NOTES.md rows 29-32.
 """
 import json
 import sys
@@ -53,7 +60,7 @@ def _pack_codes(codes: torch.Tensor) -> torch.Tensor:
     return torch.where(packed64 >= 2**31, packed64 - 2**32, packed64).to(torch.int32).contiguous()
 
 
-def repack_k16(packed: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
+def repack_planes(packed: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
     """Base layout -> k<plane> (16: one 128-block per scale group; 32: 256-blocks, two groups each).
     Scales are unchanged: each plane's k lie in one group."""
     k = packed.shape[0] * PACK
@@ -62,8 +69,8 @@ def repack_k16(packed: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
     return _pack_codes(unpack(packed)[_plane_order(k, plane, packed.device)])
 
 
-def unpack_k16(packed_k16: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
-    """The codes (0..15) as int32 [K, N] in k order: the inverse of repack_k16's permutation."""
+def unpack_planes(packed_k16: torch.Tensor, plane: int = PLANE) -> torch.Tensor:
+    """The codes (0..15) as int32 [K, N] in k order: the inverse of repack_planes' permutation."""
     k = packed_k16.shape[0] * PACK
     codes = torch.empty_like(unpack(packed_k16))
     codes[_plane_order(k, plane, packed_k16.device)] = unpack(packed_k16)
@@ -88,7 +95,7 @@ def _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM: t
 
 
 @triton.jit
-def swapab_k16_kernel(
+def swapab_planes_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
@@ -140,7 +147,7 @@ def swapab_k16_kernel(
                            pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
 
 
-def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE):
+def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE):
     M, K = a.shape
     N = packed_k16.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
@@ -151,7 +158,7 @@ def k16_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_sta
     assert plane == PLANE or A_DIRECT, "the register split is written for k16 only"
     meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=PACK * plane, SPLIT_K=SPLIT_K, PTX=not interpreting(),
                 A_DIRECT=A_DIRECT, num_warps=num_warps, num_stages=num_stages)
-    return lambda: swapab_k16_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
+    return lambda: swapab_planes_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
 # (M, K, N) and swapab configs around the packaged table's choices (2026-11-30 _s7), plus BM=128
@@ -208,9 +215,9 @@ def main(out_dir, which="main"):
     for M, K, N in keys:
         ops = Operands(M, N, K, BLOCK, info.l2_bytes)
         planes = sorted({f["plane"] for f in forms.values()})
-        copies = {pl: [(a, repack_k16(p, pl), s, o) for a, p, s, o in ops.copies] for pl in planes}
+        copies = {pl: [(a, repack_planes(p, pl), s, o) for a, p, s, o in ops.copies] for pl in planes}
         inputs = CheckInputs(M, N, K, BLOCK, "cuda")
-        packed = {pl: repack_k16(inputs.packed, pl) for pl in planes}
+        packed = {pl: repack_planes(inputs.packed, pl) for pl in planes}
         for BM, BN, SK, w, st in configs(M):
             config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
             variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
@@ -218,11 +225,13 @@ def main(out_dir, which="main"):
             for form, opts in forms.items():
                 try:
                     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                    k16_launcher(inputs.a, packed[opts["plane"]], inputs.scales, out, **config, **opts)()
+                    planes_launcher(inputs.a, packed[opts["plane"]], inputs.scales, out, **config, **opts)()
                     err = relative_error(out, inputs.ref)
                     assert err < REL_TOL, f"{form} {config}: relative error {err:.3g}"
-                    times[form] = graph_time([k16_launcher(*c, **config, **opts) for c in copies[opts["plane"]]],
+                    times[form] = graph_time([planes_launcher(*c, **config, **opts) for c in copies[opts["plane"]]],
                                              replays=20).us
+                except AssertionError:
+                    raise
                 except Exception as e:  # a config that does not compile or fit: say so, go on
                     times[form] = f"{type(e).__name__}: {str(e)[:120]}"
             try:
