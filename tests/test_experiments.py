@@ -61,20 +61,20 @@ def test_layout_k16_repack_is_the_documented_permutation():
     assert not torch.equal(packed_k16, inputs.packed)
 
 
-@pytest.mark.parametrize("a_direct", [True, False])
+@pytest.mark.parametrize("form", [dict(A_DIRECT=True), dict(A_DIRECT=False), dict(A_TMA=True)])
 @pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 3), (40, 64, 2)])
-def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, a_direct, kernel_device):
+def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, form, kernel_device):
     from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes
 
     K, N = 384, 72  # N tail; 3 blocks, split 1, 3 (one each) or 2 (2 + 1)
     inputs = CheckInputs(M, N, K, 128, "cpu", seed=20 + M)
     args = [t.to(kernel_device) for t in (inputs.a, repack_planes(inputs.packed), inputs.scales)]
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=kernel_device)
-    planes_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
+    planes_launcher(*args, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, **form)()
     assert relative_error(out.cpu(), inputs.ref) < 2e-3
     # the same kernel on the base layout reads the wrong activations: the check can fail
     base = [t.to(kernel_device) for t in (inputs.a, inputs.packed, inputs.scales)]
-    planes_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, A_DIRECT=a_direct)()
+    planes_launcher(*base, out, BM=BM, BN=64, SPLIT_K=split_k, num_warps=4, num_stages=3, **form)()
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 

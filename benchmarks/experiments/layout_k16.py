@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32|bm32]
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32|bm32|tma]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -19,7 +19,7 @@ a block holds two scale groups, planes 0-3 and 4-7.
 permutation, the pair a bijection, and the kernel on repacked weights equal to A @ dequantize(base) in
 fp32). The probe times the kernel on each layout against the shipped swapab (base layout) on the same
 configs, after checking each layout form against A @ dequantize(W) (a wrong result stops the run; a
-config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32
+config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32, tma
 (comments below). Runs: benchmarks/results/layout_{k16,k16_small,k16_split,k32,bm32}_h200_2026-11-30_s7
 .{json,log}; NOTES.md rows 29-32.
 """
@@ -99,7 +99,7 @@ def swapab_planes_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    SPLIT_K: tl.constexpr, PTX: tl.constexpr, A_DIRECT: tl.constexpr = True,
+    SPLIT_K: tl.constexpr, PTX: tl.constexpr, A_DIRECT: tl.constexpr = True, A_TMA: tl.constexpr = False,
 ):
     BK8: tl.constexpr = BK // 8
     pid_n = tl.program_id(0)
@@ -115,12 +115,19 @@ def swapab_planes_kernel(
     # plane j's activations, transposed: A[m, k + BK8 j + k8] as [BK8, BM]
     a_ptrs = a_ptr + offs_m[None, :] * stride_am + (k_begin + offs_k8)[:, None] * stride_ak
 
+    if A_TMA:  # each plane's [BM, BK8] box by the tensor-memory accelerator (rows past M read as 0)
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BM, BK8])
+
     acc = tl.zeros([BN, BM], dtype=tl.float32)
     for k in range(k_begin, k_end, BK):
         packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
         w_planes = _nibble_planes(packed, PTX)
         block = tl.zeros([BN, BM], dtype=tl.float32)
-        if A_DIRECT and BK > GROUP:  # layout k32: planes 0-3 in group k // G, 4-7 in the next
+        if A_TMA:
+            for j in tl.static_range(8):
+                a_j = a_desc.load([pid_m * BM, k + BK8 * j])
+                block = tl.dot(w_planes[j], tl.trans(a_j), block)
+        elif A_DIRECT and BK > GROUP:  # layout k32: planes 0-3 in group k // G, 4-7 in the next
             for j in tl.static_range(4):
                 a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
                 block = tl.dot(w_planes[j], a_j, block)
@@ -147,7 +154,8 @@ def swapab_planes_kernel(
                            pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
 
 
-def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE):
+def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE,
+                    A_TMA=False):
     M, K = a.shape
     N = packed_k16.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
@@ -155,9 +163,11 @@ def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed_k16, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed_k16.stride(0),
             packed_k16.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    assert plane == PLANE or A_DIRECT, "the register split is written for k16 only"
+    assert plane == PLANE or (A_DIRECT and not A_TMA), "the register split and TMA forms are written for k16 only"
+    if A_TMA:  # device-side descriptors need a scratch allocation per launch
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
     meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=PACK * plane, SPLIT_K=SPLIT_K, PTX=not interpreting(),
-                A_DIRECT=A_DIRECT, num_warps=num_warps, num_stages=num_stages)
+                A_DIRECT=A_DIRECT, A_TMA=A_TMA, num_warps=num_warps, num_stages=num_stages)
     return lambda: swapab_planes_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
@@ -195,17 +205,25 @@ K32_CONFIGS = {1: SMALL_CONFIGS[:6], 4: SMALL_CONFIGS[:6], 8: SMALL_CONFIGS[:6],
 BM32_KEYS = [(16, 4096, 11008), (16, 4096, 4096), (16, 11008, 4096), (8, 4096, 11008)]
 BM32_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 8, 2, 4), (32, 64, 4, 2, 4), (32, 64, 8, 2, 4), (32, 64, 4, 2, 3),
                 (32, 128, 4, 4, 3), (32, 128, 8, 4, 3), (32, 64, 8, 4, 3)]
+# sixth run ("tma"): each plane's [BM, 16] activation box by TMA (one copy per box, rows past M zero-filled)
+# instead of per-thread cp.async of 32-byte row pieces
+TMA_KEYS = [(1, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008),
+            (16, 4096, 4096), (16, 11008, 4096)]
+TMA_CONFIGS = {32: CONFIGS[32], 64: CONFIGS[64]}
 
 
 def main(out_dir, which="main"):
-    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS, bm32=BM32_KEYS)[which]
+    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS, bm32=BM32_KEYS, tma=TMA_KEYS)[which]
     configs = lambda M: (BM32_CONFIGS if which == "bm32" else  # noqa: E731
-                         dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS).get(which, {}).get(M, SMALL_CONFIGS))
+                         dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS, tma=TMA_CONFIGS).get(which, {})
+                         .get(M, SMALL_CONFIGS if which == "small" else SMALL_CONFIGS[:6]))
     forms = dict(k16=dict(A_DIRECT=True, plane=16))
     if which == "split":
         forms["k16split"] = dict(A_DIRECT=False, plane=16)
     if which == "k32":
         forms["k32"] = dict(A_DIRECT=True, plane=32)
+    if which == "tma":
+        forms["k16tma"] = dict(A_TMA=True, plane=16)
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant, matmul
