@@ -28,8 +28,8 @@ def settings(**kw):
 
 
 def test_crashing_variants_are_failed_trials_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    seeds = spread_variants(1, 72, 256, 64)
-    crash, poison, hang = seeds[0].id, seeds[1].id, seeds[4].id
+    seeds = spread_variants(1, 72, 256, 64)  # a fresh 8-trial key measures the first 4 first
+    crash, poison, hang = seeds[0].id, seeds[1].id, seeds[3].id
     monkeypatch.setenv(FAULTS_ENV, f"{crash}:exit,{poison}:cuda,{hang}:hang")
     store = Store(f"sqlite:///{tmp_path}/f.db")
     result = run_sweep(store, settings(trial_timeout=8))

@@ -60,3 +60,20 @@ def test_after_exploring_every_family_within_10_percent_of_the_best_shares_the_t
     assert KeySearch._contenders(known) == ["gemv", "swapab"]
     assert KeySearch._contenders({"a": trial("gemv", 15.5)}) == ["gemv"]
     assert KeySearch._contenders({"e": trial("gemm", None, "failed")}) == []
+
+
+def test_seeds_leave_half_of_a_small_budget_to_the_guided_search():
+    """At 20 trials and M=64 the five families' spread points (20) plus neighbours used to fill the
+    whole budget: the H200 sweep's M=64 keys never reached the guided search (_s7)."""
+    from tunesearch.search import initial_queue
+    from tunesearch.variants import Variant, variant_space
+
+    M, N, K = 64, 4096, 4096
+    spread = spread_variants(M, N, K, 128)
+    families = [v.family for v in spread[:5]]
+    assert len(spread) == 20 and len(set(families)) == 5  # round by round: every family's seed first
+    neighbour = Variant.from_id("swapab.bm32.bn64.bk128.sk2.w2.s4")
+    queue = initial_queue([neighbour, spread[0]], spread, trials=20, space_size=len(variant_space(M, N, K)))
+    assert len(queue) == 10 and queue[0] == neighbour and len(set(queue)) == 10
+    assert {v.family for v in queue} == set(families)  # every family still started
+    assert len(initial_queue([], spread, trials=40, space_size=12)) == 6  # the space caps the budget

@@ -259,7 +259,21 @@ def delete_studies(key: Key, storage) -> int:
     return len(names)
 
 
-def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 6) -> list[Variant]:
+# Seeds (neighbours' winners, then every family's heuristic and corners) may fill at most this share
+# of a key's budget; the rest is the guided search. Without the cap a 20-trial key at M >= 32 (five
+# families x four spread points, plus six neighbours) never reached the guided search at all, and the
+# H200 sweep of 2026-11-30 (_s7) then missed M=64 variants 10-20% faster that the _s5 sweep had found.
+SEED_SHARE = 0.5
+
+
+def initial_queue(neighbours: list[Variant], spread: list[Variant], trials: int, space_size: int) -> list[Variant]:
+    """What a key's search measures first: neighbours' winners, then the spread points (round by
+    round over the families), together at most SEED_SHARE of the key's budget, repeats dropped."""
+    quota = max(1, math.ceil(SEED_SHARE * min(trials, space_size)))
+    return list(dict.fromkeys(neighbours + spread))[:quota]
+
+
+def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
     shapes, this key on another GPU."""
     best = store.best_trials()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import DeviceLimits, spread_variants, variant_space
 
-from .search import KeySearch, code_version, delete_studies, neighbour_seeds
+from .search import KeySearch, code_version, delete_studies, initial_queue, neighbour_seeds
 
 log = logging.getLogger("tunesearch")
 
@@ -146,8 +146,9 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits)
             search.fp16_us = fp16
-            search.enqueue(neighbour_seeds(store, key, settings.ms)
-                           + spread_variants(key.m, key.n, key.k, key.group_size, limits))
+            search.enqueue(initial_queue(neighbour_seeds(store, key, settings.ms),
+                                         spread_variants(key.m, key.n, key.k, key.group_size, limits),
+                                         settings.trials, len(search.space)))
             trials_run += search.run(settings.trials, deadline, compiler,
                                      on_trial=progress.trial if progress else None)
             measurer.release()

@@ -377,9 +377,11 @@ def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
                     per_family: int = 4) -> list[Variant]:
     """Starting points for a search: per family, its heuristic seed, then the valid variants
     farthest (in log2 parameter steps) from those already chosen, so every family's space is
-    sampled at its corners before a model is fitted."""
+    sampled at its corners before a model is fitted. Ordered round by round (every family's seed
+    first, best guess first, then every family's first corner, ...), so that a search that can
+    afford only the first few still starts every family."""
     limits = DeviceLimits.of(device)
-    chosen: list[Variant] = []
+    per_family_picks: list[list[Variant]] = []
     for seed in heuristic_variants(M, N, K, group_size, limits):
         family = [v for v in family_space(seed.family, M, N, K, group_size, limits)]
         picks = [seed]
@@ -388,5 +390,5 @@ def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
             far = max(family, key=lambda v: (min(sum(abs(a - b) for a, b in zip(logs[v], logs[p]))
                                                  for p in picks), v.id))
             picks.append(far)
-        chosen += picks
-    return chosen
+        per_family_picks.append(picks)
+    return [picks[i] for i in range(per_family) for picks in per_family_picks if i < len(picks)]
