@@ -12,7 +12,7 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import Variant, cdiv, chunk_columns, variant_error
+from .space import CUBLAS_FAMILIES, Variant, cdiv, chunk_columns, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
@@ -111,7 +111,7 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
 
 def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bool = False):
     """Launch ``variant`` on validated operands (no checks here: the hot path)."""
-    if variant.family in ("dequant", "dqchunk"):
+    if variant.family in CUBLAS_FAMILIES:
         N, K = packed.shape[1], a.shape[1]
         cols = N if variant.family == "dequant" else chunk_columns(variant.params, N, K)
         return _launch_dequant(variant.params, a, packed, scales, out, group_size, warmup, cols)
@@ -137,7 +137,7 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     operand, a launch hook installed (a profiler), or the interpreter takes the generic path.
     """
     generic = functools.partial(launch, variant, group_size=group_size)
-    if interpreting() or variant.family in ("dequant", "dqchunk") or a.device.type != "cuda":
+    if interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda":
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)

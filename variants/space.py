@@ -33,6 +33,9 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "dqchunk": (("BK", "bk"), ("BN", "bn"), ("MB", "mb"), ("num_warps", "w")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
+# The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
+# over M, no split-K; launched by the dequantize launcher, not by one kernel call.
+CUBLAS_FAMILIES = ("dequant", "dqchunk")
 
 # The grids each family's space is drawn from (before filtering by variant_error).
 # gemv's num_stages is its own register prefetch (2: the next block loaded before this one is
@@ -190,7 +193,7 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return f"K={K} is not a multiple of BK={bk}"
     if split_k > K // bk:
         return f"SPLIT_K={split_k} exceeds the K/BK={K // bk} blocks to split"
-    if variant.family in ("dequant", "dqchunk"):
+    if variant.family in CUBLAS_FAMILIES:
         return None
     bm, stages = p["BM"], p["num_stages"]
     if not _group_ok(bk, group_size):
@@ -249,7 +252,7 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"SPLIT_K={split_k} leaves {split_k - used} of its splits of {blocks} K blocks empty"
     if variant.family == "dqchunk" and chunk_columns(p, N, K) >= N:
         return f"one chunk of {p['MB']} MB covers N={N}: that is the dequant family"
-    if variant.family in ("dequant", "dqchunk"):
+    if variant.family in CUBLAS_FAMILIES:
         if M < DEQUANT_MIN_M:
             return f"dequant-then-cuBLAS is for M >= {DEQUANT_MIN_M}"
         if p["BN"] > max(64, next_pow2(N)):
