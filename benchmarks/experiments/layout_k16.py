@@ -209,21 +209,23 @@ BM32_CONFIGS = [(16, 64, 4, 2, 4), (16, 64, 8, 2, 4), (32, 64, 4, 2, 4), (32, 64
 # instead of per-thread cp.async of 32-byte row pieces
 TMA_KEYS = [(1, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008),
             (16, 4096, 4096), (16, 11008, 4096)]
-TMA_CONFIGS = {32: CONFIGS[32], 64: CONFIGS[64]}
+TMA_CONFIGS = {1: SMALL_CONFIGS[:6], 8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6], 32: CONFIGS[32], 64: CONFIGS[64]}
+
+# per run: its keys, its configs (one list for every M, or per M) and the forms timed beside k16 and base
+RUNS = {
+    "main": (KEYS, CONFIGS, {}),
+    "small": (SMALL_KEYS, SMALL_CONFIGS, {}),
+    "split": (SPLIT_KEYS, SPLIT_CONFIGS, {"k16split": dict(A_DIRECT=False, plane=16)}),
+    "k32": (K32_KEYS, K32_CONFIGS, {"k32": dict(A_DIRECT=True, plane=32)}),
+    "bm32": (BM32_KEYS, BM32_CONFIGS, {}),
+    "tma": (TMA_KEYS, TMA_CONFIGS, {"k16tma": dict(A_TMA=True, plane=16)}),
+}
 
 
 def main(out_dir, which="main"):
-    keys = dict(main=KEYS, small=SMALL_KEYS, split=SPLIT_KEYS, k32=K32_KEYS, bm32=BM32_KEYS, tma=TMA_KEYS)[which]
-    configs = lambda M: (BM32_CONFIGS if which == "bm32" else  # noqa: E731
-                         dict(main=CONFIGS, split=SPLIT_CONFIGS, k32=K32_CONFIGS, tma=TMA_CONFIGS).get(which, {})
-                         .get(M, SMALL_CONFIGS if which == "small" else SMALL_CONFIGS[:6]))
-    forms = dict(k16=dict(A_DIRECT=True, plane=16))
-    if which == "split":
-        forms["k16split"] = dict(A_DIRECT=False, plane=16)
-    if which == "k32":
-        forms["k32"] = dict(A_DIRECT=True, plane=32)
-    if which == "tma":
-        forms["k16tma"] = dict(A_TMA=True, plane=16)
+    keys, configs, extra_forms = RUNS[which]
+    forms = {"k16": dict(A_DIRECT=True, plane=16), **extra_forms}
+    planes = sorted({f["plane"] for f in forms.values()})
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant, matmul
@@ -232,11 +234,10 @@ def main(out_dir, which="main"):
     rows = []
     for M, K, N in keys:
         ops = Operands(M, N, K, BLOCK, info.l2_bytes)
-        planes = sorted({f["plane"] for f in forms.values()})
         copies = {pl: [(a, repack_planes(p, pl), s, o) for a, p, s, o in ops.copies] for pl in planes}
         inputs = CheckInputs(M, N, K, BLOCK, "cuda")
         packed = {pl: repack_planes(inputs.packed, pl) for pl in planes}
-        for BM, BN, SK, w, st in configs(M):
+        for BM, BN, SK, w, st in (configs[M] if isinstance(configs, dict) else configs):
             config = dict(BM=BM, BN=BN, SPLIT_K=SK, num_warps=w, num_stages=st)
             variant = Variant("swapab", dict(BM=BM, BN=BN, BK=BLOCK, SPLIT_K=SK, num_warps=w, num_stages=st))
             times = {}
