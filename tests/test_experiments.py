@@ -61,7 +61,7 @@ def test_layout_k16_repack_is_the_documented_permutation():
     assert not torch.equal(packed_k16, inputs.packed)
 
 
-@pytest.mark.parametrize("form", [dict(A_DIRECT=True), dict(A_DIRECT=False), dict(A_TMA=True)])
+@pytest.mark.parametrize("form", [dict(A_DIRECT=True), dict(A_DIRECT=False), dict(A_TMA=True), dict(ASYNC=True)])
 @pytest.mark.parametrize("M, BM, split_k", [(3, 16, 1), (17, 16, 3), (40, 64, 2)])
 def test_layout_k16_kernel_computes_a_times_w(M, BM, split_k, form, kernel_device):
     from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes

@@ -1,6 +1,6 @@
 """EXPERIMENT: a weight layout that lets swapab read its activations straight into the dot.
 
-    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32|bm32|tma]
+    python benchmarks/experiments/layout_k16.py OUT_DIR [main|small|split|k32|bm32|tma|async]
 swapab multiplies nibble plane j of a packed block (W_j[n, k8] = w[k0 + 8 k8 + j, n]) by the
 activations at k = k0 + 8 k8 + j: a stride-8 slice of A, which the shipped kernel gets by loading
 [BM, BK] into registers, splitting it eight ways and storing each plane to shared memory for the
@@ -19,7 +19,7 @@ a block holds two scale groups, planes 0-3 and 4-7.
 permutation, the pair a bijection, and the kernel on repacked weights equal to A @ dequantize(base) in
 fp32). The probe times the kernel on each layout against the shipped swapab (base layout) on the same
 configs, after checking each layout form against A @ dequantize(W) (a wrong result stops the run; a
-config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32, tma
+config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32, tma, async
 (comments below). Runs: benchmarks/results/layout_{k16,k16_small,k16_split,k32,bm32}_h200_2026-11-30_s7
 .{json,log}; NOTES.md rows 29-32.
 """
@@ -95,11 +95,52 @@ def _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM: t
 
 
 @triton.jit
+def _async_planes(a_ptrs, b_ptrs, s_ptr, offs_n, mask_m, mask_n, k_begin, k_end, stride_ak, stride_bk, stride_sg,
+                  stride_sn, GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  PTX: tl.constexpr):
+    """The K loop with dots Triton can leave in flight (form ASYNC, layout k16, BK = GROUP).
+
+    Triton keeps a wgmma "properly async" (no wait for it to finish before the next is issued) only if
+    its result feeds nothing in the loop but the loop's own accumulator, and its shared-memory operand
+    is one the pipeliner multi-buffers. The other forms chain the eight plane dots through one block
+    accumulator and scale it in fp32 per block, so each dot waits for the previous one (pendings=0 after
+    every wgmma). Here plane j accumulates into acc_j alone, and the group's scale multiplies the fp16
+    weights before the dot, which is exactly dequantize's w = (q - 8) * s in fp16. The eight partial
+    sums are added once, after the loop. Costs 8x the accumulator registers: small BM x BN only.
+    """
+    BK8: tl.constexpr = BK // 8
+    acc0 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc1 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc2 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc3 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc4 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc5 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc6 = tl.zeros([BN, BM], dtype=tl.float32)
+    acc7 = tl.zeros([BN, BM], dtype=tl.float32)
+    for k in range(k_begin, k_end, BK):
+        packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
+        s = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)[:, None]
+        w = _nibble_planes(packed, PTX)
+        acc0 = tl.dot(w[0] * s, tl.load(a_ptrs + (0 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc0)
+        acc1 = tl.dot(w[1] * s, tl.load(a_ptrs + (1 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc1)
+        acc2 = tl.dot(w[2] * s, tl.load(a_ptrs + (2 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc2)
+        acc3 = tl.dot(w[3] * s, tl.load(a_ptrs + (3 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc3)
+        acc4 = tl.dot(w[4] * s, tl.load(a_ptrs + (4 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc4)
+        acc5 = tl.dot(w[5] * s, tl.load(a_ptrs + (5 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc5)
+        acc6 = tl.dot(w[6] * s, tl.load(a_ptrs + (6 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc6)
+        acc7 = tl.dot(w[7] * s, tl.load(a_ptrs + (7 * BK8) * stride_ak, mask=mask_m[None, :], other=0.0), acc7)
+        b_ptrs += BK8 * stride_bk
+        a_ptrs += BK * stride_ak
+    return ((acc0 + acc1) + (acc2 + acc3)) + ((acc4 + acc5) + (acc6 + acc7))
+
+
+@triton.jit
 def swapab_planes_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
     GROUP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     SPLIT_K: tl.constexpr, PTX: tl.constexpr, A_DIRECT: tl.constexpr = True, A_TMA: tl.constexpr = False,
+    ASYNC: tl.constexpr = False,
 ):
     BK8: tl.constexpr = BK // 8
     pid_n = tl.program_id(0)
@@ -119,43 +160,47 @@ def swapab_planes_kernel(
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BM, BK8])
 
     acc = tl.zeros([BN, BM], dtype=tl.float32)
-    for k in range(k_begin, k_end, BK):
-        packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
-        w_planes = _nibble_planes(packed, PTX)
-        block = tl.zeros([BN, BM], dtype=tl.float32)
-        if A_TMA:
-            for j in tl.static_range(8):
-                a_j = a_desc.load([pid_m * BM, k + BK8 * j])
-                block = tl.dot(w_planes[j], tl.trans(a_j), block)
-        elif A_DIRECT and BK > GROUP:  # layout k32: planes 0-3 in group k // G, 4-7 in the next
-            for j in tl.static_range(4):
-                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
-                block = tl.dot(w_planes[j], a_j, block)
-            s_lo = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-            acc += block * s_lo.to(tl.float32)[:, None]
+    if ASYNC:  # one accumulator per plane, the scale folded into the fp16 weights (see _async_planes)
+        acc = _async_planes(a_ptrs, b_ptrs, s_ptr, offs_n, mask_m, mask_n, k_begin, k_end, stride_ak, stride_bk,
+                            stride_sg, stride_sn, GROUP, BM, BN, BK, PTX)
+    else:  # the eight plane dots chained through one block accumulator, scaled per block in fp32
+        for k in range(k_begin, k_end, BK):
+            packed = tl.load(b_ptrs, mask=mask_n[:, None], other=0)
+            w_planes = _nibble_planes(packed, PTX)
             block = tl.zeros([BN, BM], dtype=tl.float32)
-            for j in tl.static_range(4, 8):
-                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
-                block = tl.dot(w_planes[j], a_j, block)
-        elif A_DIRECT:  # each plane's [BK8, BM] slice straight from global memory into the dot
-            for j in tl.static_range(8):
-                a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
-                block = tl.dot(w_planes[j], a_j, block)
-        else:  # one [BM, BK] load split in registers (as the shipped kernel does), k = BK8 j + k8
-            a_planes = _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM, BK)
-            for j in tl.static_range(8):
-                block = tl.dot(w_planes[j], a_planes[j], block)
-        s = tl.load(s_ptr + ((k + BK) // GROUP - 1) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-        acc += block * s.to(tl.float32)[:, None]  # the block's last group (its only one when BK = G)
-        b_ptrs += BK8 * stride_bk
-        a_ptrs += BK * stride_ak
+            if A_TMA:
+                for j in tl.static_range(8):
+                    a_j = a_desc.load([pid_m * BM, k + BK8 * j])
+                    block = tl.dot(w_planes[j], tl.trans(a_j), block)
+            elif A_DIRECT and BK > GROUP:  # layout k32: planes 0-3 in group k // G, 4-7 in the next
+                for j in tl.static_range(4):
+                    a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                    block = tl.dot(w_planes[j], a_j, block)
+                s_lo = tl.load(s_ptr + (k // GROUP) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+                acc += block * s_lo.to(tl.float32)[:, None]
+                block = tl.zeros([BN, BM], dtype=tl.float32)
+                for j in tl.static_range(4, 8):
+                    a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                    block = tl.dot(w_planes[j], a_j, block)
+            elif A_DIRECT:  # each plane's [BK8, BM] slice straight from global memory into the dot
+                for j in tl.static_range(8):
+                    a_j = tl.load(a_ptrs + (BK8 * j) * stride_ak, mask=mask_m[None, :], other=0.0)
+                    block = tl.dot(w_planes[j], a_j, block)
+            else:  # one [BM, BK] load split in registers (as the shipped kernel does), k = BK8 j + k8
+                a_planes = _k16_activation_planes(a_ptr, offs_m, mask_m, k, stride_am, stride_ak, BM, BK)
+                for j in tl.static_range(8):
+                    block = tl.dot(w_planes[j], a_planes[j], block)
+            s = tl.load(s_ptr + ((k + BK) // GROUP - 1) * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+            acc += block * s.to(tl.float32)[:, None]  # the block's last group (its only one when BK = G)
+            b_ptrs += BK8 * stride_bk
+            a_ptrs += BK * stride_ak
 
     store_or_reduce_splitk(tl.trans(acc), c_ptr, ws_ptr, lock_ptr, pid_m * tl.num_programs(0) + pid_n,
                            pid_k, offs_m, offs_n, M, N, stride_cm, stride_cn, SPLIT_K)
 
 
 def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_stages, A_DIRECT=True, plane=PLANE,
-                    A_TMA=False):
+                    A_TMA=False, ASYNC=False):
     M, K = a.shape
     N = packed_k16.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
@@ -163,11 +208,12 @@ def planes_launcher(a, packed_k16, scales, out, BM, BN, SPLIT_K, num_warps, num_
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed_k16, scales, out, ws, locks, M, N, K, a.stride(0), a.stride(1), packed_k16.stride(0),
             packed_k16.stride(1), scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    assert plane == PLANE or (A_DIRECT and not A_TMA), "the register split and TMA forms are written for k16 only"
+    assert plane == PLANE or (A_DIRECT and not A_TMA and not ASYNC), "the forms besides A_DIRECT are k16 only"
+    assert not ASYNC or (A_DIRECT and not A_TMA), "ASYNC loads each plane directly"
     if A_TMA:  # device-side descriptors need a scratch allocation per launch
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
     meta = dict(GROUP=BLOCK, BM=BM, BN=BN, BK=PACK * plane, SPLIT_K=SPLIT_K, PTX=not interpreting(),
-                A_DIRECT=A_DIRECT, A_TMA=A_TMA, num_warps=num_warps, num_stages=num_stages)
+                A_DIRECT=A_DIRECT, A_TMA=A_TMA, ASYNC=ASYNC, num_warps=num_warps, num_stages=num_stages)
     return lambda: swapab_planes_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
@@ -211,6 +257,18 @@ TMA_KEYS = [(1, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11
             (16, 4096, 4096), (16, 11008, 4096)]
 TMA_CONFIGS = {1: SMALL_CONFIGS[:6], 8: SMALL_CONFIGS[:6], 16: SMALL_CONFIGS[:6], 32: CONFIGS[32], 64: CONFIGS[64]}
 
+# seventh run ("async"): form ASYNC (one accumulator per plane, scale folded into the weights), whose wgmmas
+# Triton leaves in flight (pendings=7) and ptxas keeps unserialized only at these tiles (sm_90 SASS, offline):
+# bm16.bn128.w8, bm32.bn64.w4, bm32.bn128.w8; bm16 with 4 warps and bm64 are serialized (C7515/C7512)
+ASYNC_KEYS = [(1, 4096, 11008), (8, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008),
+              (128, 4096, 11008), (16, 11008, 4096), (32, 11008, 4096), (64, 11008, 4096), (128, 11008, 4096),
+              (32, 4096, 4096), (64, 4096, 4096), (128, 4096, 4096)]
+_ASYNC_SMALL = [(16, 128, 4, 8, 3), (16, 128, 8, 8, 3), (16, 128, 4, 8, 4), (32, 64, 4, 4, 3)]
+ASYNC_CONFIGS = {1: _ASYNC_SMALL, 8: _ASYNC_SMALL, 16: _ASYNC_SMALL,
+                 32: [(32, 64, 4, 4, 3), (32, 64, 8, 4, 3), (32, 64, 4, 4, 4), (32, 128, 4, 8, 3), (32, 128, 2, 8, 3)],
+                 64: [(32, 64, 4, 4, 3), (32, 64, 2, 4, 3), (32, 128, 4, 8, 3), (32, 128, 2, 8, 3)],
+                 128: [(32, 64, 2, 4, 3), (32, 64, 1, 4, 3), (32, 128, 2, 8, 3), (32, 128, 1, 8, 3)]}
+
 # per run: its keys, its configs (one list for every M, or per M) and the forms timed beside k16 and base
 RUNS = {
     "main": (KEYS, CONFIGS, {}),
@@ -219,6 +277,7 @@ RUNS = {
     "k32": (K32_KEYS, K32_CONFIGS, {"k32": dict(A_DIRECT=True, plane=32)}),
     "bm32": (BM32_KEYS, BM32_CONFIGS, {}),
     "tma": (TMA_KEYS, TMA_CONFIGS, {"k16tma": dict(A_TMA=True, plane=16)}),
+    "async": (ASYNC_KEYS, ASYNC_CONFIGS, {"k16async": dict(ASYNC=True, plane=16)}),
 }
 
 
