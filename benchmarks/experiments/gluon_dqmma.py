@@ -1,0 +1,224 @@
+"""EXPERIMENT: a W4A16 tensor-core GEMM written in Gluon, so the tensor cores never wait on the unpack.
+
+    python benchmarks/experiments/gluon_dqmma.py OUT_DIR
+Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
+(4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
+Triton's `tl.dot` on Hopper leaves a wgmma in flight only if both operands sit in buffers its
+pipeliner owns or the left one in registers feeds nothing but its own accumulator (NOTES.md rows 15,
+18, 35); a tile unpacked by the threads is neither, so every block's MMA waits for its unpack and the
+unpack for the MMA. Gluon (`triton.experimental.gluon`) exposes shared memory, `warpgroup_mma` with a
+chosen wait depth and `cp.async` groups, so the schedule can be written down:
+
+    block i:  wait for the copies of A_i and packed W_i -> unpack W_i (shared -> registers) -> store
+              to W buffer i % 3 -> fence, barrier -> wgmma(A_i, W_i) issued async -> wait until
+              <= 1 wgmma in flight -> copy A and packed W of block i+STAGES-2 into block i-2's slots
+
+so the unpack of block i+1 runs while the tensor cores multiply block i, and STAGES-2 blocks of
+weights are in flight from memory per program (cp.async, no registers held). Buffers are reused two
+blocks later, after every warp has passed a barrier that follows its own wait for that block's MMA,
+so one barrier per block suffices for any number of warp groups.
+
+Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 64 per warp group (the wgmma M), BN = 64..256
+(the wgmma N), BK = 64 or 128 (divides the group size: one scale row per block, folded into the
+fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with the
+shipped kernels' deterministic reduction (partials in fp32, the last split sums them in order).
+
+Not shipped and not interpreter-testable: Gluon has no CPU interpreter, so this file only compiles on
+the development machine (SASS read offline) and is checked against A @ dequantize(W) on the GPU by the
+probe below before anything is timed.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+W_BUFFERS = gl.constexpr(3)  # a W buffer is rewritten two blocks after its MMA was issued (see the module docstring)
+
+
+@gluon.constexpr_function
+def _threads_along(n_vectors):
+    """Threads of a warp along a dimension holding ``n_vectors`` vectors (the rest go along the other)."""
+    return min(32, n_vectors)
+
+
+@gluon.jit
+def _unpack_scaled(packed, s, L3: gl.constexpr):
+    """fp16 (q - 8) * s of a packed block [BK/8, BN] -> [BK, BN] in k order (row 8 k8 + j is nibble j)."""
+    j = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
+    shifts = gl.expand_dims(gl.expand_dims(j * 4, 0), 2)  # [1, 8, 1]
+    codes = (gl.expand_dims(packed, 1) >> shifts) & 0xF  # mask after the shift: nibble 7 holds the sign bit
+    # 0x6400 | q is the fp16 1024 + q: an exact conversion without I2F; minus 1032 leaves q - 8
+    w = (codes | 0x6400).to(gl.int16).to(gl.float16, bitcast=True) - 1032.0
+    w = w * gl.expand_dims(gl.expand_dims(s, 0), 0)
+    return gl.reshape(w, [w.shape[0] * 8, w.shape[2]])
+
+
+@gluon.jit
+def dqmma_kernel(
+    a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
+    stride_am, stride_bk, stride_sg, stride_cm,
+    GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
+    STAGES: gl.constexpr, num_warps: gl.constexpr,
+):
+    BK8: gl.constexpr = BK // 8
+    gl.static_assert(BM == 16 * num_warps, "one m16 row band per warp: BM = 16 x num_warps")
+    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
+    gl.static_assert(STAGES >= 3, "the A slot refilled in block i is block i-2's")
+    pid_n = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    pid_m = gl.program_id(2)
+
+    # layouts: A copied 16 bytes per thread along k; packed W 16 bytes per thread along n, all eight
+    # nibbles of a word in the thread that loaded it; the accumulator in wgmma's layout
+    TK: gl.constexpr = _threads_along(BK // 8)
+    LA: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TK, TK], [num_warps, 1], [1, 0])
+    TN: gl.constexpr = _threads_along(BN // 4)
+    L3: gl.constexpr = gl.BlockedLayout([1, 8, 4], [32 // TN, 1, TN], [num_warps, 1, 1], [2, 1, 0])
+    LP: gl.constexpr = gl.SliceLayout(1, L3)  # the packed block [BK/8, BN]
+    LS: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(0, L3))  # the scales [BN]
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK],
+                                       gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16))
+    # the packed blocks are copied and read back in the same layout, so each thread reads only the
+    # words it copied itself: no barrier between its wait for the copy and its read
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK8, BN],
+                                       gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+    w_smem = gl.allocate_shared_memory(gl.float16, [W_BUFFERS, BK, BN],
+                                       gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
+
+    # this split's blocks: whole BK blocks, the last split possibly shorter or empty
+    blocks_per_split = gl.cdiv(K // BK, SPLIT_K)
+    first_block = pid_k * blocks_per_split
+    n_blocks = gl.maximum(gl.minimum(K // BK - first_block, blocks_per_split), 0)
+    k_begin = first_block * BK
+
+    offs_am = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LA))
+    offs_ak = gl.arange(0, BK, layout=gl.SliceLayout(0, LA))
+    a_ptrs = a_ptr + gl.expand_dims(offs_am, 1) * stride_am + gl.expand_dims(k_begin + offs_ak, 0)
+    a_rows = gl.expand_dims(offs_am < M, 1)
+    offs_pk = gl.arange(0, BK8, layout=gl.SliceLayout(1, LP))
+    offs_pn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, LP))
+    b_ptrs = b_ptr + gl.expand_dims(k_begin // 8 + offs_pk, 1) * stride_bk + gl.expand_dims(offs_pn, 0)
+    b_cols = gl.expand_dims(offs_pn < N, 0)
+    offs_sn = pid_n * BN + gl.arange(0, BN, layout=LS)
+    s_cols = offs_sn < N
+
+    # prologue: blocks 0 .. STAGES-3 (A and packed W) in flight, block 0's scales in registers
+    for p in gl.static_range(STAGES - 2):
+        async_copy.async_copy_global_to_shared(a_smem.index(p), a_ptrs + p * BK, mask=a_rows & (p < n_blocks))
+        async_copy.async_copy_global_to_shared(p_smem.index(p), b_ptrs + p * BK8 * stride_bk,
+                                               mask=b_cols & (p < n_blocks))
+        async_copy.commit_group()
+    s = gl.load(s_ptr + (k_begin // GROUP) * stride_sg + offs_sn, mask=s_cols & (n_blocks > 0), other=0.0)
+
+    acc = gl.zeros([BM, BN], gl.float32, layout=ACC)
+    for i in range(n_blocks):
+        # the next block's scales: in flight while this block is unpacked and multiplied
+        k_next = k_begin + (i + 1) * BK
+        s_next = gl.load(s_ptr + (k_next // GROUP) * stride_sg + offs_sn, mask=s_cols & (i + 1 < n_blocks),
+                         other=0.0)
+        async_copy.wait_group(STAGES - 3)  # this thread's copies of block i have landed
+        packed = p_smem.index(i % STAGES).load(LP)
+        w_buf = w_smem.index(i % W_BUFFERS)
+        w_buf.store(_unpack_scaled(packed, s, L3))
+        fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
+        gl.thread_barrier()  # ... from every thread
+        acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
+
+        # refill the slots of block i-2: every warp waited for its MMA and read its packed words
+        # before this block's barrier
+        refill = i + STAGES - 2
+        async_copy.async_copy_global_to_shared(a_smem.index(refill % STAGES), a_ptrs + refill * BK,
+                                               mask=a_rows & (refill < n_blocks))
+        async_copy.async_copy_global_to_shared(p_smem.index(refill % STAGES), b_ptrs + refill * BK8 * stride_bk,
+                                               mask=b_cols & (refill < n_blocks))
+        async_copy.commit_group()
+        s = s_next
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    async_copy.wait_group(0)
+
+    # epilogue: fp16 C tile, or the deterministic split-K reduction of the shipped kernels
+    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
+    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
+    mask = gl.expand_dims(offs_cm < M, 1) & gl.expand_dims(offs_cn < N, 0)
+    c_ptrs = c_ptr + gl.expand_dims(offs_cm, 1) * stride_cm + gl.expand_dims(offs_cn, 0)
+    if SPLIT_K == 1:
+        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+    else:
+        ws_ptrs = ws_ptr + gl.expand_dims(offs_cm, 1) * N + gl.expand_dims(offs_cn, 0)
+        gl.store(ws_ptrs + pid_k * M * N, acc, mask=mask)
+        gl.thread_barrier()  # every thread's partial is written before the release below
+        tile_id = pid_m * gl.num_programs(0) + pid_n
+        arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = gl.zeros([BM, BN], gl.float32, layout=ACC)
+            for part in range(SPLIT_K):
+                total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+            gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
+
+
+def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, group_size=128):
+    """A no-argument callable running the kernel on these operands (for graph capture)."""
+    M, K = a.shape
+    N = packed.shape[1]
+    assert a.stride(1) == 1 and packed.stride(1) == 1 and scales.stride(1) == 1 and out.stride(1) == 1
+    assert K % BK == 0 and group_size % BK == 0 and BM % 16 == 0
+    tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    ws = torch.empty(SPLIT_K if SPLIT_K > 1 else 0, M, N, dtype=torch.float32, device=a.device)
+    locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
+    args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
+    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, num_warps=BM // 16)
+    return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
+
+
+# (M, K, N) and (BM, BN, BK, SPLIT_K, STAGES): BM = 64 (4 warps) or 128 (8 warps, two warp groups)
+KEYS = [(32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008), (256, 4096, 11008), (64, 4096, 4096),
+        (128, 4096, 4096), (64, 11008, 4096), (128, 11008, 4096), (16, 4096, 11008)]
+CONFIGS = [(64, 128, 64, 1, 4), (64, 128, 64, 2, 4), (64, 64, 64, 2, 4), (64, 128, 128, 2, 3), (64, 256, 64, 2, 4),
+           (128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 256, 64, 1, 3)]
+
+
+def main(out_dir):
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
+    from tunesearch.gpu import gpu_info
+
+    info = gpu_info(0)
+    rows = []
+    for M, K, N in KEYS:
+        ops = Operands(M, N, K, 128, info.l2_bytes)
+        inputs = CheckInputs(M, N, K, 128, "cuda")
+        fp16_w = None
+        for BM, BN, BK, SK, st in CONFIGS:
+            config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st)
+            try:
+                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                dqmma_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
+                err = relative_error(out, inputs.ref)
+                assert err < REL_TOL, f"{config}: relative error {err:.3g}"
+                us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
+            except AssertionError:
+                raise
+            except Exception as e:  # a config that does not compile or fit: say so, go on
+                us = f"{type(e).__name__}: {str(e)[:160]}"
+            rows.append(dict(M=M, K=K, N=N, config=config, us=us))
+            print(f"M={M} {K}x{N} bm{BM} bn{BN} bk{BK} sk{SK} s{st}: {us if isinstance(us, str) else f'{us:.2f}'}",
+                  flush=True)
+        del ops, inputs, fp16_w
+        with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
