@@ -54,8 +54,18 @@ def disassemble(compiled) -> list[tuple[int, str, str]]:
     return out
 
 
-def loop_counts(compiled) -> collections.Counter:
-    """Opcodes of the hottest loop: the longest backward branch's body (the K loop, unpeeled)."""
+def resources(compiled) -> dict:
+    """Registers per thread and local (spill) memory bytes, from the cubin (no GPU needed)."""
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+    return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
+
+
+def loop_body(compiled) -> list[tuple[int, str, str]]:
+    """The hottest loop's instructions: the longest backward branch's body (the K loop, unpeeled)."""
     instrs = disassemble(compiled)
     best = (0, 0)
     for addr, op, rest in instrs:
@@ -64,7 +74,12 @@ def loop_counts(compiled) -> collections.Counter:
             start = int(target.group(1), 16)
             if addr - start > best[1] - best[0]:
                 best = (start, addr)
-    return collections.Counter(op.split(".")[0] for a, op, _ in instrs if best[0] <= a <= best[1])
+    return [(a, op, rest) for a, op, rest in instrs if best[0] <= a <= best[1]]
+
+
+def loop_counts(compiled) -> collections.Counter:
+    """Opcodes of the hottest loop (``loop_body``), counted by their first name part."""
+    return collections.Counter(op.split(".")[0] for _, op, _ in loop_body(compiled))
 
 
 def main():

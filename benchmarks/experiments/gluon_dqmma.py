@@ -18,14 +18,21 @@ weights are in flight from memory per program (cp.async, no registers held). Buf
 blocks later, after every warp has passed a barrier that follows its own wait for that block's MMA,
 so one barrier per block suffices for any number of warp groups.
 
-Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 64 per warp group (the wgmma M), BN = 64..256
-(the wgmma N), BK = 64 or 128 (divides the group size: one scale row per block, folded into the
-fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with the
-shipped kernels' deterministic reduction (partials in fp32, the last split sums them in order).
+Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two),
+BN = 64..256 (the wgmma N), BK = 64 or 128 (divides the group size: one scale row per block, folded
+into the fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with
+the shipped kernels' deterministic reduction (partials in fp32, the last split sums them in order).
+Two unpacks: PTX (the shipped swapab's block: planes of two neighbouring words, joined back into k
+order) and plain Triton ops.
 
-Not shipped and not interpreter-testable: Gluon has no CPU interpreter, so this file only compiles on
-the development machine (SASS read offline) and is checked against A @ dequantize(W) on the GPU by the
-probe below before anything is timed.
+SASS (sm_90, offline, 64x128x64, split 2, 4 stages): one `wait <= 1` per K block, 4 HGMMA, 250 loop
+instructions for the 64 weights a thread unpacks (3.9 per weight; 338 with the plain unpack), 136
+registers, 96 KB of shared memory. By arithmetic, at M <= 64 on 4096x11008 that is ~40 blocks per SM
+at ~250 issue cycles each, ~5 us of issue against an 8.4 us streaming floor, if the copies keep up.
+
+Not shipped: Gluon has no CPU interpreter, so CI only compiles it and checks that schedule in the
+SASS (tests/test_experiments.py); the probe below checks every config against A @ dequantize(W) on
+the GPU before timing it, beside the packaged table's choice and cuBLAS fp16.
 """
 import json
 import sys
@@ -51,6 +58,57 @@ def _threads_along(n_vectors):
 
 
 @gluon.jit
+def _nibbles_ptx(packed):
+    """The eight nibble planes of ``packed`` as fp16 q - 8, two neighbouring words per PTX block.
+
+    The same PTX as the shipped swapab's ``_nibble_planes_ptx`` (copied, not imported: that one is
+    a ``triton.jit`` function, and editing variants/swapab.py to share the text would change the
+    kernel hash the packaged table was measured with). Words n and n+1 of one row give plane j's
+    fp16 pair (n, n+1), the pair the register layout holds side by side along n.
+    """
+    return gl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 lo, hi, los, his, c1032, c16, c72;
+        prmt.b32 lo, $8, $9, 0x5410;
+        prmt.b32 hi, $8, $9, 0x7632;
+        shr.b32 los, lo, 8;
+        shr.b32 his, hi, 8;
+        mov.b32 c1032, 0x64086408;
+        mov.b32 c16, 0x2C002C00;
+        mov.b32 c72, 0xD480D480;
+        lop3.b32 $0, lo, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 $1, lo, 0x00F000F0, 0x64006400, 0xEA;
+        lop3.b32 $2, los, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 $3, los, 0x00F000F0, 0x64006400, 0xEA;
+        lop3.b32 $4, hi, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 $5, hi, 0x00F000F0, 0x64006400, 0xEA;
+        lop3.b32 $6, his, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 $7, his, 0x00F000F0, 0x64006400, 0xEA;
+        sub.f16x2 $0, $0, c1032;
+        fma.rn.f16x2 $1, $1, c16, c72;
+        sub.f16x2 $2, $2, c1032;
+        fma.rn.f16x2 $3, $3, c16, c72;
+        sub.f16x2 $4, $4, c1032;
+        fma.rn.f16x2 $5, $5, c16, c72;
+        sub.f16x2 $6, $6, c1032;
+        fma.rn.f16x2 $7, $7, c16, c72;
+        }""",
+        constraints="=r,=r,=r,=r,=r,=r,=r,=r,r,r", args=[packed],
+        dtype=(gl.float16,) * 8, is_pure=True, pack=2)
+
+
+@gluon.jit
+def _unpack_scaled_ptx(packed, s):
+    """As ``_unpack_scaled``, the planes from ``_nibbles_ptx`` joined into k order (j = j0 + 2 j1 + 4 j2)."""
+    q = _nibbles_ptx(packed)
+    s2 = gl.expand_dims(s, 0)
+    w = gl.join(gl.join(gl.join(q[0] * s2, q[1] * s2), gl.join(q[2] * s2, q[3] * s2)),
+                gl.join(gl.join(q[4] * s2, q[5] * s2), gl.join(q[6] * s2, q[7] * s2)))  # [BK8, BN, j0, j1, j2]
+    w = gl.permute(w, [0, 4, 3, 2, 1])  # [BK8, j2, j1, j0, BN]
+    return gl.reshape(w, [w.shape[0] * 8, w.shape[4]])
+
+
+@gluon.jit
 def _unpack_scaled(packed, s, L3: gl.constexpr):
     """fp16 (q - 8) * s of a packed block [BK/8, BN] -> [BK, BN] in k order (row 8 k8 + j is nibble j)."""
     j = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
@@ -67,7 +125,7 @@ def dqmma_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_bk, stride_sg, stride_cm,
     GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-    STAGES: gl.constexpr, num_warps: gl.constexpr,
+    STAGES: gl.constexpr, PTX: gl.constexpr, num_warps: gl.constexpr,
 ):
     BK8: gl.constexpr = BK // 8
     gl.static_assert(BM == 16 * num_warps, "one m16 row band per warp: BM = 16 x num_warps")
@@ -130,7 +188,10 @@ def dqmma_kernel(
         async_copy.wait_group(STAGES - 3)  # this thread's copies of block i have landed
         packed = p_smem.index(i % STAGES).load(LP)
         w_buf = w_smem.index(i % W_BUFFERS)
-        w_buf.store(_unpack_scaled(packed, s, L3))
+        if PTX:
+            w_buf.store(_unpack_scaled_ptx(packed, gl.convert_layout(s, gl.SliceLayout(0, LP))))
+        else:
+            w_buf.store(_unpack_scaled(packed, s, L3))
         fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
         gl.thread_barrier()  # ... from every thread
         acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
@@ -169,7 +230,7 @@ def dqmma_kernel(
             gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
 
 
-def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, group_size=128):
+def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
     N = packed.shape[1]
@@ -179,43 +240,74 @@ def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, group_si
     ws = torch.empty(SPLIT_K if SPLIT_K > 1 else 0, M, N, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
-    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, num_warps=BM // 16)
+    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, num_warps=BM // 16)
     return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
-# (M, K, N) and (BM, BN, BK, SPLIT_K, STAGES): BM = 64 (4 warps) or 128 (8 warps, two warp groups)
-KEYS = [(32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008), (256, 4096, 11008), (64, 4096, 4096),
-        (128, 4096, 4096), (64, 11008, 4096), (128, 11008, 4096), (16, 4096, 11008)]
-CONFIGS = [(64, 128, 64, 1, 4), (64, 128, 64, 2, 4), (64, 64, 64, 2, 4), (64, 128, 128, 2, 3), (64, 256, 64, 2, 4),
-           (128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 256, 64, 1, 3)]
+def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
+    """The kernel compiled for sm_90 without a GPU (pointers, N, K and row strides marked divisible by
+    16, as a launch at llama shapes specializes them): for reading its SASS on the development machine."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    names = ["a_ptr", "b_ptr", "s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "M", "N", "K", "stride_am", "stride_bk",
+             "stride_sg", "stride_cm"]
+    types = ["*fp16", "*i32", "*fp16", "*fp16", "*fp32", "*i32"] + ["i32"] * 7
+    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX,
+                  num_warps=BM // 16)
+    signature = {**dict(zip(names, types)), **{name: "constexpr" for name in consts}}
+    divisible = [i for i, name in enumerate(names) if name not in ("M", "stride_am")] + [names.index("stride_am")]
+    src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
+                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=BM // 16))
+
+
+# (M, K, N) and, per M, (BM, BN, BK, SPLIT_K, STAGES): BM = 64 (4 warps) or 128 (8 warps, two warp
+# groups); split-K so that the 86 (4096x11008) or 32 (x4096) column tiles fill 132 SMs
+KEYS = [(1, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008),
+        (256, 4096, 11008), (64, 4096, 4096), (128, 4096, 4096), (64, 11008, 4096), (128, 11008, 4096)]
+_SMALL = [(64, 128, 64, 2, 4), (64, 128, 64, 4, 4), (64, 128, 64, 8, 4), (64, 64, 64, 2, 4), (64, 64, 64, 4, 6),
+          (64, 128, 128, 4, 3)]
+CONFIGS = {1: _SMALL, 16: _SMALL, 32: _SMALL, 64: _SMALL,
+           128: [(128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 128, 64, 4, 4), (64, 128, 64, 2, 4),
+                 (128, 256, 64, 1, 3), (128, 64, 64, 2, 4)],
+           256: [(128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 256, 64, 1, 3), (128, 64, 64, 1, 4)]}
 
 
 def main(out_dir):
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
+    from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
 
     info = gpu_info(0)
+    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
     for M, K, N in KEYS:
         ops = Operands(M, N, K, 128, info.l2_bytes)
         inputs = CheckInputs(M, N, K, 128, "cuda")
-        fp16_w = None
-        for BM, BN, BK, SK, st in CONFIGS:
-            config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st)
-            try:
-                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                dqmma_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
-                err = relative_error(out, inputs.ref)
-                assert err < REL_TOL, f"{config}: relative error {err:.3g}"
-                us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
-            except AssertionError:
-                raise
-            except Exception as e:  # a config that does not compile or fit: say so, go on
-                us = f"{type(e).__name__}: {str(e)[:160]}"
-            rows.append(dict(M=M, K=K, N=N, config=config, us=us))
-            print(f"M={M} {K}x{N} bm{BM} bn{BN} bk{BK} sk{SK} s{st}: {us if isinstance(us, str) else f'{us:.2f}'}",
-                  flush=True)
-        del ops, inputs, fp16_w
+        shipped = table.resolve(M, N, K, torch.device("cuda"))
+        ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
+                   table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
+        print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
+        for n, (BM, BN, BK, SK, st) in enumerate(CONFIGS[M]):
+            for ptx in ((True, False) if n == 0 else (True,)):  # the plain unpack once per key, for scale
+                config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=ptx)
+                # a wrong result is recorded as WRONG and not timed (this kernel's first GPU run checks
+                # its two unpack forms separately, so one form's bug must not hide the other's result)
+                try:
+                    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                    dqmma_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
+                    err = relative_error(out, inputs.ref)
+                    if err < REL_TOL:
+                        us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
+                    else:
+                        us = f"WRONG: relative error {err:.3g}"
+                except Exception as e:  # a config that does not compile or fit: say so, go on
+                    us = f"{type(e).__name__}: {str(e)[:160]}"
+                rows.append(dict(M=M, K=K, N=N, config=config, us=us, **ref))
+                shown = us if isinstance(us, str) else f"{us:.2f}"
+                print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {'ptx' if ptx else 'plain'}: {shown}", flush=True)
+        del ops, inputs
         with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
