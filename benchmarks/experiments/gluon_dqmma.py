@@ -1,6 +1,7 @@
 """EXPERIMENT: a W4A16 tensor-core GEMM written in Gluon, so the tensor cores never wait on the unpack.
 
-    python benchmarks/experiments/gluon_dqmma.py OUT_DIR
+    python benchmarks/experiments/gluon_dqmma.py OUT_DIR            (on the GPU: check, then time)
+    python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4   (offline: its SASS schedule)
 Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
 (4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
 Triton's `tl.dot` on Hopper leaves a wgmma in flight only if both operands sit in buffers its
@@ -155,7 +156,7 @@ def dqmma_kernel(
                                        gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
 
     # this split's blocks: whole BK blocks, the last split possibly shorter or empty
-    blocks_per_split = gl.cdiv(K // BK, SPLIT_K)
+    blocks_per_split = (K // BK + SPLIT_K - 1) // SPLIT_K
     first_block = pid_k * blocks_per_split
     n_blocks = gl.maximum(gl.minimum(K // BK - first_block, blocks_per_split), 0)
     k_begin = first_block * BK
@@ -179,7 +180,7 @@ def dqmma_kernel(
         async_copy.commit_group()
     s = gl.load(s_ptr + (k_begin // GROUP) * stride_sg + offs_sn, mask=s_cols & (n_blocks > 0), other=0.0)
 
-    acc = gl.zeros([BM, BN], gl.float32, layout=ACC)
+    acc = gl.full([BM, BN], 0.0, gl.float32, layout=ACC)
     for i in range(n_blocks):
         # the next block's scales: in flight while this block is unpacked and multiplied
         k_next = k_begin + (i + 1) * BK
@@ -223,7 +224,7 @@ def dqmma_kernel(
         tile_id = pid_m * gl.num_programs(0) + pid_n
         arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
-            total = gl.zeros([BM, BN], gl.float32, layout=ACC)
+            total = gl.full([BM, BN], 0.0, gl.float32, layout=ACC)
             for part in range(SPLIT_K):
                 total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
             gl.store(c_ptrs, total.to(gl.float16), mask=mask)
@@ -260,6 +261,18 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
     src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=BM // 16))
+
+
+def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True) -> dict:
+    """What the K loop's SASS does per block: its wgmma waits, wgmma and async copies; and spills."""
+    from benchmarks.sass_stats import loop_body, resources
+
+    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX)
+    body = loop_body(compiled)
+    return dict(waits=[rest.split(";")[0].strip() for _, op, rest in body if op.startswith("WARPGROUP.DEPBAR")],
+                wgmma=sum(op.startswith("HGMMA") for _, op, _ in body),
+                async_copies=sum(op.startswith("LDGSTS") for _, op, _ in body),
+                instructions=len(body), **resources(compiled))
 
 
 # (M, K, N) and, per M, (BM, BN, BK, SPLIT_K, STAGES): BM = 64 (4 warps) or 128 (8 warps, two warp
@@ -313,4 +326,7 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--schedule":  # offline, no GPU: python ... --schedule BM,BN,BK,SPLIT_K,STAGES
+        print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    else:
+        main(sys.argv[1])
