@@ -238,7 +238,7 @@ def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True
     assert a.stride(1) == 1 and packed.stride(1) == 1 and scales.stride(1) == 1 and out.stride(1) == 1
     assert K % BK == 0 and group_size % BK == 0 and BM % 16 == 0
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
-    ws = torch.empty(SPLIT_K if SPLIT_K > 1 else 0, M, N, dtype=torch.float32, device=a.device)
+    ws = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)  # unread at 1
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
     meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, num_warps=BM // 16)
