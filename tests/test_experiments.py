@@ -103,7 +103,7 @@ def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 
-@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,4"])
+@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,4", "16,64,64,4,4,1"])
 def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
     # Gluon has no interpreter, so CI cannot run this kernel; it can check that it compiles for sm_90
     # with the schedule it was written for: per K block BK/16 wgmma and one wait for all but one of

@@ -1,7 +1,7 @@
 """EXPERIMENT: a W4A16 tensor-core GEMM written in Gluon, so the tensor cores never wait on the unpack.
 
     python benchmarks/experiments/gluon_dqmma.py OUT_DIR            (on the GPU: check, then time)
-    python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4   (offline: its SASS schedule)
+    python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
 Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
 (4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
 Triton's `tl.dot` on Hopper leaves a wgmma in flight only if both operands sit in buffers its
@@ -20,7 +20,9 @@ blocks later, after every warp has passed a barrier that follows its own wait fo
 so one barrier per block suffices for any number of warp groups.
 
 Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two),
-BN = 64..256 (the wgmma N), BK = 64 or 128 (divides the group size: one scale row per block, folded
+BN = 64..256 (the wgmma N); or, with SWAP, acc^T [BN, BM] = W^T A^T from transposed views of the same
+buffers, BN = 16 x num_warps and BM = 8..256 tokens as the wgmma N (no 64-row A tile at decode M);
+BK = 64 or 128 (divides the group size: one scale row per block, folded
 into the fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with
 the shipped kernels' deterministic reduction (partials in fp32, the last split sums them in order).
 Two unpacks: PTX (the shipped swapab's block: planes of two neighbouring words, joined back into k
@@ -126,10 +128,12 @@ def dqmma_kernel(
     a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
     stride_am, stride_bk, stride_sg, stride_cm,
     GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-    STAGES: gl.constexpr, PTX: gl.constexpr, num_warps: gl.constexpr,
+    STAGES: gl.constexpr, PTX: gl.constexpr, SWAP: gl.constexpr, num_warps: gl.constexpr,
 ):
     BK8: gl.constexpr = BK // 8
-    gl.static_assert(BM == 16 * num_warps, "one m16 row band per warp: BM = 16 x num_warps")
+    # the wgmma M (16 rows per warp) is the tokens, or with SWAP the weights' columns
+    gl.static_assert((BN if SWAP else BM) == 16 * num_warps, "16 rows of the wgmma M per warp")
+    gl.static_assert(BM % 8 == 0 and BM <= 256, "BM is a wgmma N with SWAP: a multiple of 8")
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     gl.static_assert(STAGES >= 3, "the A slot refilled in block i is block i-2's")
     pid_n = gl.program_id(0)
@@ -145,7 +149,7 @@ def dqmma_kernel(
     LP: gl.constexpr = gl.SliceLayout(1, L3)  # the packed block [BK/8, BN]
     LS: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(0, L3))  # the scales [BN]
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BN, 16])
+                                                  instr_shape=[16, BM if SWAP else BN, 16])
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK],
                                        gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16))
     # the packed blocks are copied and read back in the same layout, so each thread reads only the
@@ -180,7 +184,7 @@ def dqmma_kernel(
         async_copy.commit_group()
     s = gl.load(s_ptr + (k_begin // GROUP) * stride_sg + offs_sn, mask=s_cols & (n_blocks > 0), other=0.0)
 
-    acc = gl.full([BM, BN], 0.0, gl.float32, layout=ACC)
+    acc = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
     for i in range(n_blocks):
         # the next block's scales: in flight while this block is unpacked and multiplied
         k_next = k_begin + (i + 1) * BK
@@ -195,7 +199,10 @@ def dqmma_kernel(
             w_buf.store(_unpack_scaled(packed, s, L3))
         fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
         gl.thread_barrier()  # ... from every thread
-        acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
+        if SWAP:  # C^T [BN, BM] = W^T [BN, BK] x A^T [BK, BM]: transposed views of the same buffers
+            acc = warpgroup_mma(w_buf.permute((1, 0)), a_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
+        else:
+            acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
 
         # refill the slots of block i-2: every warp waited for its MMA and read its packed words
@@ -211,41 +218,50 @@ def dqmma_kernel(
     async_copy.wait_group(0)
 
     # epilogue: fp16 C tile, or the deterministic split-K reduction of the shipped kernels
-    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
-    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
-    mask = gl.expand_dims(offs_cm < M, 1) & gl.expand_dims(offs_cn < N, 0)
-    c_ptrs = c_ptr + gl.expand_dims(offs_cm, 1) * stride_cm + gl.expand_dims(offs_cn, 0)
+    # (with SWAP the accumulator's rows are C's columns)
+    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0 if SWAP else 1, ACC))
+    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1 if SWAP else 0, ACC))
+    cm = gl.expand_dims(offs_cm, 0 if SWAP else 1)
+    cn = gl.expand_dims(offs_cn, 1 if SWAP else 0)
+    mask = (cm < M) & (cn < N)
+    c_ptrs = c_ptr + cm * stride_cm + cn
     if SPLIT_K == 1:
         gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
     else:
-        ws_ptrs = ws_ptr + gl.expand_dims(offs_cm, 1) * N + gl.expand_dims(offs_cn, 0)
+        ws_ptrs = ws_ptr + cm * N + cn
         gl.store(ws_ptrs + pid_k * M * N, acc, mask=mask)
         gl.thread_barrier()  # every thread's partial is written before the release below
         tile_id = pid_m * gl.num_programs(0) + pid_n
         arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
-            total = gl.full([BM, BN], 0.0, gl.float32, layout=ACC)
+            total = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
             for part in range(SPLIT_K):
                 total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
             gl.store(c_ptrs, total.to(gl.float16), mask=mask)
             gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
 
 
-def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
+def warps(BM, BN, SWAP):
+    """16 rows of the wgmma M per warp: the tokens (BM), or with SWAP the weights' columns (BN)."""
+    return (BN if SWAP else BM) // 16
+
+
+def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
     N = packed.shape[1]
     assert a.stride(1) == 1 and packed.stride(1) == 1 and scales.stride(1) == 1 and out.stride(1) == 1
-    assert K % BK == 0 and group_size % BK == 0 and BM % 16 == 0
+    assert K % BK == 0 and group_size % BK == 0 and BM % 8 == 0
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
     ws = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)  # unread at 1
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
-    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, num_warps=BM // 16)
+    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
+                num_warps=warps(BM, BN, SWAP))
     return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
-def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
+def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, group_size=128):
     """The kernel compiled for sm_90 without a GPU (pointers, N, K and row strides marked divisible by
     16, as a launch at llama shapes specializes them): for reading its SASS on the development machine."""
     from triton.backends.compiler import GPUTarget
@@ -254,20 +270,20 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, group_size=128):
     names = ["a_ptr", "b_ptr", "s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "M", "N", "K", "stride_am", "stride_bk",
              "stride_sg", "stride_cm"]
     types = ["*fp16", "*i32", "*fp16", "*fp16", "*fp32", "*i32"] + ["i32"] * 7
-    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX,
-                  num_warps=BM // 16)
+    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
+                  num_warps=warps(BM, BN, SWAP))
     signature = {**dict(zip(names, types)), **{name: "constexpr" for name in consts}}
     divisible = [i for i, name in enumerate(names) if name not in ("M", "stride_am")] + [names.index("stride_am")]
     src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=BM // 16))
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps(BM, BN, SWAP)))
 
 
-def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True) -> dict:
+def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False) -> dict:
     """What the K loop's SASS does per block: its wgmma waits, wgmma and async copies; and spills."""
     from benchmarks.sass_stats import loop_body, resources
 
-    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX)
+    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX, SWAP)
     body = loop_body(compiled)
     return dict(waits=[rest.split(";")[0].strip() for _, op, rest in body if op.startswith("WARPGROUP.DEPBAR")],
                 wgmma=sum(op.startswith("HGMMA") for _, op, _ in body),
@@ -275,16 +291,21 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True) -> dict:
                 instructions=len(body), **resources(compiled))
 
 
-# (M, K, N) and, per M, (BM, BN, BK, SPLIT_K, STAGES): BM = 64 (4 warps) or 128 (8 warps, two warp
-# groups); split-K so that the 86 (4096x11008) or 32 (x4096) column tiles fill 132 SMs
+# (M, K, N) and, per M, (BM, BN, BK, SPLIT_K, STAGES, SWAP): the wgmma M is 16 rows per warp, 64 or 128
+# (BM, or with SWAP BN); split-K so that the 86 (N=11008) or 32 (N=4096) column tiles fill 132 SMs
 KEYS = [(1, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008),
         (256, 4096, 11008), (64, 4096, 4096), (128, 4096, 4096), (64, 11008, 4096), (128, 11008, 4096)]
-_SMALL = [(64, 128, 64, 2, 4), (64, 128, 64, 4, 4), (64, 128, 64, 8, 4), (64, 64, 64, 2, 4), (64, 64, 64, 4, 6),
-          (64, 128, 128, 4, 3)]
-CONFIGS = {1: _SMALL, 16: _SMALL, 32: _SMALL, 64: _SMALL,
-           128: [(128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 128, 64, 4, 4), (64, 128, 64, 2, 4),
-                 (128, 256, 64, 1, 3), (128, 64, 64, 2, 4)],
-           256: [(128, 128, 64, 1, 4), (128, 128, 64, 2, 4), (128, 256, 64, 1, 3), (128, 64, 64, 1, 4)]}
+_DECODE = [(16, 64, 64, 4, 4, True), (16, 64, 64, 8, 4, True), (16, 128, 64, 4, 4, True), (16, 128, 64, 8, 4, True),
+           (64, 128, 64, 4, 4, False)]
+CONFIGS = {1: _DECODE, 16: _DECODE,
+           32: [(32, 64, 64, 4, 4, True), (32, 128, 64, 4, 4, True), (32, 64, 64, 8, 4, True), (64, 128, 64, 4, 4, False),
+                (64, 128, 64, 2, 4, False)],
+           64: [(64, 128, 64, 2, 4, False), (64, 128, 64, 4, 4, False), (64, 64, 64, 4, 6, False),
+                (64, 128, 128, 4, 3, False), (64, 128, 64, 2, 4, True), (64, 64, 64, 4, 4, True)],
+           128: [(128, 128, 64, 1, 4, False), (128, 128, 64, 2, 4, False), (128, 128, 64, 4, 4, False),
+                 (64, 128, 64, 2, 4, False), (128, 256, 64, 1, 3, False), (128, 64, 64, 2, 4, False)],
+           256: [(128, 128, 64, 1, 4, False), (128, 128, 64, 2, 4, False), (128, 256, 64, 1, 3, False),
+                 (128, 64, 64, 1, 4, False)]}
 
 
 def main(out_dir):
@@ -302,9 +323,9 @@ def main(out_dir):
         ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
-        for n, (BM, BN, BK, SK, st) in enumerate(CONFIGS[M]):
+        for n, (BM, BN, BK, SK, st, swap) in enumerate(CONFIGS[M]):
             for ptx in ((True, False) if n == 0 else (True,)):  # the plain unpack once per key, for scale
-                config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=ptx)
+                config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=ptx, SWAP=swap)
                 # a wrong result is recorded as WRONG and not timed (this kernel's first GPU run checks
                 # its two unpack forms separately, so one form's bug must not hide the other's result)
                 try:
@@ -319,14 +340,16 @@ def main(out_dir):
                     us = f"{type(e).__name__}: {str(e)[:160]}"
                 rows.append(dict(M=M, K=K, N=N, config=config, us=us, **ref))
                 shown = us if isinstance(us, str) else f"{us:.2f}"
-                print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {'ptx' if ptx else 'plain'}: {shown}", flush=True)
+                form = ("swap " if swap else "") + ("ptx" if ptx else "plain")
+                print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {form}: {shown}", flush=True)
         del ops, inputs
         with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--schedule":  # offline, no GPU: python ... --schedule BM,BN,BK,SPLIT_K,STAGES
-        print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    if sys.argv[1] == "--schedule":  # offline, no GPU: python ... --schedule BM,BN,BK,SPLIT_K,STAGES[,SWAP]
+        BM, BN, BK, SPLIT_K, STAGES, *swap = map(int, sys.argv[2].split(","))
+        print(json.dumps(schedule(BM, BN, BK, SPLIT_K, STAGES, SWAP=bool(swap and swap[0]))))
     else:
         main(sys.argv[1])
