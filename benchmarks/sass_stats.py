@@ -64,15 +64,18 @@ def resources(compiled) -> dict:
     return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
 
 
-def loop_body(compiled) -> list[tuple[int, str, str]]:
-    """The hottest loop's instructions: the longest backward branch's body (the K loop, unpeeled)."""
+def loop_body(compiled, containing: str | None = None) -> list[tuple[int, str, str]]:
+    """The hottest loop's instructions: the longest backward branch's body (the K loop, unpeeled),
+    or the longest one holding an opcode starting with ``containing`` (a split-K epilogue's loop can
+    be longer than a short K loop)."""
     instrs = disassemble(compiled)
     best = (0, 0)
     for addr, op, rest in instrs:
         target = re.search(r"BRA\s+(?:`\(.*?\)\s*)?0x([0-9a-f]+)", op + rest)
         if op.startswith("BRA") and target and int(target.group(1), 16) < addr:
             start = int(target.group(1), 16)
-            if addr - start > best[1] - best[0]:
+            holds = containing is None or any(start <= a <= addr and o.startswith(containing) for a, o, _ in instrs)
+            if holds and addr - start > best[1] - best[0]:
                 best = (start, addr)
     return [(a, op, rest) for a, op, rest in instrs if best[0] <= a <= best[1]]
 

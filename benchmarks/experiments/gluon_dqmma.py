@@ -35,7 +35,9 @@ at ~250 issue cycles each, ~5 us of issue against an 8.4 us streaming floor, if 
 
 Not shipped: Gluon has no CPU interpreter, so CI only compiles it and checks that schedule in the
 SASS (tests/test_experiments.py); the probe below checks every config against A @ dequantize(W) on
-the GPU before timing it, beside the packaged table's choice and cuBLAS fp16.
+the GPU before timing it, beside the packaged table's choice and cuBLAS fp16. For each key's first
+config it also times two wrong forms, for anatomy only (PARTS: the unpack without the MMA, the MMA
+without the unpack), as rows 21 and 28 did for the shipped kernels.
 """
 import json
 import sys
@@ -129,6 +131,7 @@ def dqmma_kernel(
     stride_am, stride_bk, stride_sg, stride_cm,
     GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
     STAGES: gl.constexpr, PTX: gl.constexpr, SWAP: gl.constexpr, num_warps: gl.constexpr,
+    PARTS: gl.constexpr = 3,
 ):
     BK8: gl.constexpr = BK // 8
     # the wgmma M (16 rows per warp) is the tokens, or with SWAP the weights' columns
@@ -191,19 +194,22 @@ def dqmma_kernel(
         s_next = gl.load(s_ptr + (k_next // GROUP) * stride_sg + offs_sn, mask=s_cols & (i + 1 < n_blocks),
                          other=0.0)
         async_copy.wait_group(STAGES - 3)  # this thread's copies of block i have landed
-        packed = p_smem.index(i % STAGES).load(LP)
         w_buf = w_smem.index(i % W_BUFFERS)
-        if PTX:
-            w_buf.store(_unpack_scaled_ptx(packed, gl.convert_layout(s, gl.SliceLayout(0, LP))))
-        else:
-            w_buf.store(_unpack_scaled(packed, s, L3))
+        if PARTS & 1:  # (timing anatomy only: without it the MMA reads whatever the buffer holds)
+            packed = p_smem.index(i % STAGES).load(LP)
+            if PTX:
+                w_buf.store(_unpack_scaled_ptx(packed, gl.convert_layout(s, gl.SliceLayout(0, LP))))
+            else:
+                w_buf.store(_unpack_scaled(packed, s, L3))
         fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
         gl.thread_barrier()  # ... from every thread
-        if SWAP:  # C^T [BN, BM] = W^T [BN, BK] x A^T [BK, BM]: transposed views of the same buffers
-            acc = warpgroup_mma(w_buf.permute((1, 0)), a_smem.index(i % STAGES).permute((1, 0)), acc, is_async=True)
-        else:
-            acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
+        if PARTS & 2:  # (timing anatomy only: without it C stays 0)
+            if SWAP:  # C^T [BN, BM] = W^T [BN, BK] x A^T [BK, BM]: transposed views of the same buffers
+                acc = warpgroup_mma(w_buf.permute((1, 0)), a_smem.index(i % STAGES).permute((1, 0)), acc,
+                                    is_async=True)
+            else:
+                acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
 
         # refill the slots of block i-2: every warp waited for its MMA and read its packed words
         # before this block's barrier
@@ -246,7 +252,8 @@ def warps(BM, BN, SWAP):
     return (BN if SWAP else BM) // 16
 
 
-def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, group_size=128):
+def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, PARTS=3,
+                   group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
     N = packed.shape[1]
@@ -257,11 +264,11 @@ def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
     meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
-                num_warps=warps(BM, BN, SWAP))
+                PARTS=PARTS, num_warps=warps(BM, BN, SWAP))
     return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
-def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, group_size=128):
+def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, PARTS=3, group_size=128):
     """The kernel compiled for sm_90 without a GPU (pointers, N, K and row strides marked divisible by
     16, as a launch at llama shapes specializes them): for reading its SASS on the development machine."""
     from triton.backends.compiler import GPUTarget
@@ -271,7 +278,7 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, group_siz
              "stride_sg", "stride_cm"]
     types = ["*fp16", "*i32", "*fp16", "*fp16", "*fp32", "*i32"] + ["i32"] * 7
     consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
-                  num_warps=warps(BM, BN, SWAP))
+                  PARTS=PARTS, num_warps=warps(BM, BN, SWAP))
     signature = {**dict(zip(names, types)), **{name: "constexpr" for name in consts}}
     divisible = [i for i, name in enumerate(names) if name not in ("M", "stride_am")] + [names.index("stride_am")]
     src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
@@ -284,7 +291,7 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False) -> dict:
     from benchmarks.sass_stats import loop_body, resources
 
     compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX, SWAP)
-    body = loop_body(compiled)
+    body = loop_body(compiled, containing="HGMMA")
     return dict(waits=[rest.split(";")[0].strip() for _, op, rest in body if op.startswith("WARPGROUP.DEPBAR")],
                 wgmma=sum(op.startswith("HGMMA") for _, op, _ in body),
                 async_copies=sum(op.startswith("LDGSTS") for _, op, _ in body),
@@ -342,6 +349,16 @@ def main(out_dir):
                 shown = us if isinstance(us, str) else f"{us:.2f}"
                 form = ("swap " if swap else "") + ("ptx" if ptx else "plain")
                 print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {form}: {shown}", flush=True)
+            if n == 0:  # anatomy, timing only (wrong results): the unpack without the MMA, the MMA without it
+                for parts, what in ((1, "unpack only"), (2, "mma only")):
+                    config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=True, SWAP=swap, PARTS=parts)
+                    try:
+                        us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
+                    except Exception as e:
+                        us = f"{type(e).__name__}: {str(e)[:160]}"
+                    rows.append(dict(M=M, K=K, N=N, config=config, anatomy=what, us=us, **ref))
+                    print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {what}: {us if isinstance(us, str) else f'{us:.2f}'}",
+                          flush=True)
         del ops, inputs
         with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
