@@ -20,8 +20,8 @@ permutation, the pair a bijection, and the kernel on repacked weights equal to A
 fp32). The probe times the kernel on each layout against the shipped swapab (base layout) on the same
 configs, after checking each layout form against A @ dequantize(W) (a wrong result stops the run; a
 config that does not compile or fit is printed and skipped). Key sets: main, small, split, k32, bm32, tma, async
-(comments below). Runs: benchmarks/results/layout_{k16,k16_small,k16_split,k32,bm32}_h200_2026-11-30_s7
-.{json,log}; NOTES.md rows 29-32.
+(comments below). Runs: benchmarks/results/layout_{k16,k16_small,k16_split,k32,bm32,tma}_h200_2026-11-30_s7
+.{json,log}, layout_async_h200_2026-11-30_s9.{json,log}; NOTES.md rows 29-33 and 35.
 """
 import json
 import sys
