@@ -77,3 +77,59 @@ def test_seeds_leave_half_of_a_small_budget_to_the_guided_search():
     assert len(queue) == 10 and queue[0] == neighbour and len(set(queue)) == 10
     assert {v.family for v in queue} == set(families)  # every family still started
     assert len(initial_queue([], spread, trials=40, space_size=12)) == 6  # the space caps the budget
+
+
+class StuckSampler:
+    """Proposes the first value of every parameter, always: a search that keeps returning to what it
+    has already measured (TPE does this on a resumed key: 2 new variants in 208 asks on a copy of the
+    H200 store, 4096x4096 at M=16)."""
+
+    def __new__(cls):
+        import optuna
+
+        class _Stuck(optuna.samplers.BaseSampler):
+            def infer_relative_search_space(self, study, trial):
+                return {}
+
+            def sample_relative(self, study, trial, search_space):
+                return {}
+
+            def sample_independent(self, study, trial, name, distribution):
+                return distribution.choices[0]
+
+        return _Stuck()
+
+
+def test_a_search_stuck_on_measured_variants_measures_their_neighbours(tmp_path):
+    m = Landscape("gemv.bm1.bn64.bk32.sk16.w8.s1")
+    s = KeySearch(Store(f"sqlite:///{tmp_path}/s.db"), m, Key("synthetic", 1, 4096, 4096, 128), code="c",
+                  gpu_id=1, sweep_id=None, versions={}, sampler=StuckSampler())
+    new = s.run(24, deadline=time.time() + 120)
+    # one proposal per family, then only repeats: each batch of repeats queues their nearest
+    # unmeasured variants, so the budget is measured (without that: 4 new, then asks until the cap)
+    assert new == 24 and len(m.calls) == 24 and len(set(m.calls)) == 24
+
+
+def test_one_read_per_trial_proposes_what_a_read_per_parameter_proposes(tmp_path, monkeypatch):
+    import optuna
+
+    reads = {"n": 0}
+    real = optuna.storages._CachedStorage.get_all_trials
+
+    def counted(self, *args, **kwargs):
+        reads["n"] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages._CachedStorage, "get_all_trials", counted)
+    calls, counts = {}, {}
+    for one in (False, True):
+        monkeypatch.setattr(KeySearch, "ONE_READ_PER_TRIAL", one)
+        reads["n"] = 0
+        m = Landscape("gemv.bm1.bn64.bk32.sk16.w8.s1")
+        s = KeySearch(Store(f"sqlite:///{tmp_path}/s{one}.db"), m, Key("synthetic", 1, 4096, 4096, 128), code="c",
+                      gpu_id=1, sweep_id=None, versions={}, seed=0, storage=f"sqlite:///{tmp_path}/o{one}.db")
+        s.enqueue(spread_variants(1, 4096, 4096, 128))
+        s.run(30, deadline=time.time() + 120)
+        calls[one], counts[one] = m.calls, reads["n"]
+    assert len(calls[True]) >= 25 and calls[True] == calls[False]
+    assert counts[True] < 0.6 * counts[False]
