@@ -167,7 +167,13 @@ class KeySearch:
         proposed = Variant(family, params)
         if proposed in self.valid:
             return proposed
-        return min(self.by_family[family], key=lambda v: (_distance(v, params), v.id))
+        return self._nearest(family, params)
+
+    def _nearest(self, family: str, params: dict, exclude=frozenset()) -> Variant | None:
+        """The valid variant of ``family`` fewest log2 steps from ``params`` (ties by id), skipping
+        the ids in ``exclude``; None if the family has no other."""
+        pool = [v for v in self.by_family[family] if v.id not in exclude]
+        return min(pool, key=lambda v: (_distance(v, params), v.id)) if pool else None
 
     @classmethod
     def _contenders(cls, known: dict) -> list[str]:
@@ -251,28 +257,22 @@ class KeySearch:
                 self._tell(trial, variant, record)
         return new
 
-    def _enqueue_neighbours_of_repeats(self, variants: list[Variant], known: dict) -> int:
-        """For each proposal already measured (or proposed twice in the batch), queue the nearest
-        unmeasured variant of its family for the next asks; the repeat itself is told its stored time.
+    def _enqueue_neighbours_of_repeats(self, variants: list[Variant], known: dict) -> None:
+        """Queue, for each proposal of a batch that proposed only measured variants, the nearest
+        unmeasured variant of its family for the next asks; the repeats themselves are told their
+        stored times.
 
-        Called when a whole batch is repeats. TPE on a resumed key can keep proposing what it has
-        measured: on a copy of the H200 store, 4096x4096 at M=16 got 2 new variants in 208 asks (13 s)
-        before the ask cap; with this, 12 of 12 in 1.3 s. Only when a batch is all repeats, so a search
-        that still proposes new variants is unchanged: the exhaustive-timing replay
-        (benchmarks/search_quality.py) gives the same trials-to-3% on its 3 keys x 5 seeds."""
-        taken = set(known) | {v.id for v in variants}
-        seen: set[str] = set()
-        queued = 0
+        TPE on a resumed key can keep proposing what it has measured: on a copy of the H200 store,
+        4096x4096 at M=16 got 2 new variants in 208 asks (13 s) before the ask cap; with this, 12 of 12
+        in 1.3 s. Only when a batch is all repeats, so a search that still proposes new variants is
+        unchanged: the exhaustive-timing replay (benchmarks/search_quality.py) gives the same
+        trials-to-3% on its 3 keys x 5 seeds."""
+        taken = set(known)
         for v in variants:
-            if v.id in known or v.id in seen:
-                pool = [u for u in self.by_family[v.family] if u.id not in taken]
-                if pool:
-                    neighbour = min(pool, key=lambda u: (_distance(u, v.params), u.id))
-                    taken.add(neighbour.id)
-                    self.study.enqueue_trial(optuna_params(neighbour), skip_if_exists=True)
-                    queued += 1
-            seen.add(v.id)
-        return queued
+            neighbour = self._nearest(v.family, v.params, exclude=taken)
+            if neighbour is not None:
+                taken.add(neighbour.id)
+                self.study.enqueue_trial(optuna_params(neighbour), skip_if_exists=True)
 
     def _tell(self, trial, variant: Variant, record: Trial):
         try:
