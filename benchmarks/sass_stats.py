@@ -39,15 +39,19 @@ def compile_sm90(kernel, constexprs: dict, num_warps: int, num_stages: int):
                           options=dict(num_warps=num_warps, num_stages=num_stages))
 
 
-def disassemble(compiled) -> list[tuple[int, str, str]]:
-    """(address, opcode, operands) of every SASS instruction, predicates stripped."""
+def _cuobjdump(compiled, flag: str) -> str:
+    """``cuobjdump FLAG`` on the kernel's cubin (Triton ships the tool)."""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
-        sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+        return subprocess.run([cuobjdump, flag, f.name], capture_output=True, text=True).stdout
+
+
+def disassemble(compiled) -> list[tuple[int, str, str]]:
+    """(address, opcode, operands) of every SASS instruction, predicates stripped."""
     out = []
-    for line in sass.splitlines():
+    for line in _cuobjdump(compiled, "-sass").splitlines():
         hit = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s*(@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*)", line)
         if hit:
             out.append((int(hit.group(1), 16), hit.group(3), hit.group(4)))
@@ -56,11 +60,7 @@ def disassemble(compiled) -> list[tuple[int, str, str]]:
 
 def resources(compiled) -> dict:
     """Registers per thread and local (spill) memory bytes, from the cubin (no GPU needed)."""
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+    usage = _cuobjdump(compiled, "-res-usage")
     return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
 
 
