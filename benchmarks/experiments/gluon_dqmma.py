@@ -315,8 +315,18 @@ CONFIGS = {1: _DECODE, 16: _DECODE,
                  (128, 64, 64, 1, 4, False)]}
 
 
+def _timed(config, copies):
+    """Graph-replayed µs of the kernel over the rotated operand copies, or why it could not run."""
+    from tunesearch.bench import graph_time
+
+    try:
+        return graph_time([dqmma_launcher(*c, **config) for c in copies], replays=20).us
+    except Exception as e:  # a config that does not compile or fit: say so, go on
+        return f"{type(e).__name__}: {str(e)[:160]}"
+
+
 def main(out_dir):
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, relative_error, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
 
@@ -330,6 +340,13 @@ def main(out_dir):
         ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
+
+        def record(config, label, us, **extra):
+            rows.append(dict(M=M, K=K, N=N, config=config, us=us, **extra, **ref))
+            shown = us if isinstance(us, str) else f"{us:.2f}"
+            print(f"  bm{config['BM']} bn{config['BN']} bk{config['BK']} sk{config['SPLIT_K']} s{config['STAGES']} "
+                  f"{label}: {shown}", flush=True)
+
         for n, (BM, BN, BK, SK, st, swap) in enumerate(CONFIGS[M]):
             for ptx in ((True, False) if n == 0 else (True,)):  # the plain unpack once per key, for scale
                 config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=ptx, SWAP=swap)
@@ -339,26 +356,14 @@ def main(out_dir):
                     out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
                     dqmma_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
                     err = relative_error(out, inputs.ref)
-                    if err < REL_TOL:
-                        us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
-                    else:
-                        us = f"WRONG: relative error {err:.3g}"
+                    us = _timed(config, ops.copies) if err < REL_TOL else f"WRONG: relative error {err:.3g}"
                 except Exception as e:  # a config that does not compile or fit: say so, go on
                     us = f"{type(e).__name__}: {str(e)[:160]}"
-                rows.append(dict(M=M, K=K, N=N, config=config, us=us, **ref))
-                shown = us if isinstance(us, str) else f"{us:.2f}"
-                form = ("swap " if swap else "") + ("ptx" if ptx else "plain")
-                print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {form}: {shown}", flush=True)
+                record(config, ("swap " if swap else "") + ("ptx" if ptx else "plain"), us)
             if n == 0:  # anatomy, timing only (wrong results): the unpack without the MMA, the MMA without it
                 for parts, what in ((1, "unpack only"), (2, "mma only")):
                     config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=True, SWAP=swap, PARTS=parts)
-                    try:
-                        us = graph_time([dqmma_launcher(*c, **config) for c in ops.copies], replays=20).us
-                    except Exception as e:
-                        us = f"{type(e).__name__}: {str(e)[:160]}"
-                    rows.append(dict(M=M, K=K, N=N, config=config, anatomy=what, us=us, **ref))
-                    print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} {what}: {us if isinstance(us, str) else f'{us:.2f}'}",
-                          flush=True)
+                    record(config, what, _timed(config, ops.copies), anatomy=what)
         del ops, inputs
         with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
