@@ -1,6 +1,6 @@
 """EXPERIMENT: a W4A16 tensor-core GEMM written in Gluon, so the tensor cores never wait on the unpack.
 
-    python benchmarks/experiments/gluon_dqmma.py OUT_DIR            (on the GPU: check, then time)
+    python benchmarks/experiments/gluon_dqmma.py OUT_DIR [--deep]   (on the GPU: check, then time)
     python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
 Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
 (4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
@@ -315,6 +315,23 @@ CONFIGS = {1: _DECODE, 16: _DECODE,
                  (128, 64, 64, 1, 4, False)]}
 
 
+# Second run (after the first one's timings, NOTES.md row 39): the ring above keeps only STAGES-2 blocks
+# of packed W in flight per program (2 blocks, 4-8 KB, at STAGES=4), ~1-2 MB over the GPU where the HBM
+# needs several MB in flight; every form, the MMA-only one included, ran far under the bandwidth. Small
+# A tiles (swapped, decode M) make deep rings cheap: 16 stages of a 16x64 A and 8x64 packed W is 64 KB.
+DEEP_KEYS = [(1, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (64, 4096, 11008), (128, 4096, 11008),
+             (16, 4096, 4096), (64, 4096, 4096), (16, 11008, 4096), (64, 11008, 4096), (128, 11008, 4096)]
+_DEEP_DECODE = [(16, 64, 64, 4, 16, True), (16, 64, 64, 8, 16, True), (16, 128, 64, 4, 12, True),
+                (16, 64, 128, 4, 8, True), (16, 128, 64, 2, 16, True), (16, 64, 64, 4, 8, True)]
+DEEP_CONFIGS = {1: _DEEP_DECODE, 16: _DEEP_DECODE,
+                32: [(32, 64, 64, 4, 12, True), (32, 64, 64, 8, 12, True), (32, 128, 64, 4, 10, True),
+                     (32, 64, 64, 4, 16, True)],
+                64: [(64, 128, 64, 2, 12, False), (64, 128, 64, 2, 8, False), (64, 128, 64, 4, 12, False),
+                     (64, 64, 64, 4, 12, True), (64, 64, 64, 2, 12, True)],
+                128: [(128, 128, 64, 1, 8, False), (128, 64, 64, 2, 8, True), (128, 128, 64, 2, 8, False),
+                      (64, 128, 64, 2, 12, False)]}
+
+
 def _timed(config, copies):
     """Graph-replayed µs of the kernel over the rotated operand copies, or why it could not run."""
     from tunesearch.bench import graph_time
@@ -325,7 +342,7 @@ def _timed(config, copies):
         return f"{type(e).__name__}: {str(e)[:160]}"
 
 
-def main(out_dir):
+def main(out_dir, keys=KEYS, configs=CONFIGS, name="gluon_dqmma"):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, relative_error, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
@@ -333,7 +350,7 @@ def main(out_dir):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for M, K, N in KEYS:
+    for M, K, N in keys:
         ops = Operands(M, N, K, 128, info.l2_bytes)
         inputs = CheckInputs(M, N, K, 128, "cuda")
         shipped = table.resolve(M, N, K, torch.device("cuda"))  # strict: every key is a tuned llama-7b shape
@@ -347,7 +364,7 @@ def main(out_dir):
             print(f"  bm{config['BM']} bn{config['BN']} bk{config['BK']} sk{config['SPLIT_K']} s{config['STAGES']} "
                   f"{label}: {shown}", flush=True)
 
-        for n, (BM, BN, BK, SK, st, swap) in enumerate(CONFIGS[M]):
+        for n, (BM, BN, BK, SK, st, swap) in enumerate(configs[M]):
             for ptx in ((True, False) if n == 0 else (True,)):  # the plain unpack once per key, for scale
                 config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=ptx, SWAP=swap)
                 # a wrong result is recorded as WRONG and not timed (this kernel's first GPU run checks
@@ -365,7 +382,7 @@ def main(out_dir):
                     config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, PTX=True, SWAP=swap, PARTS=parts)
                     record(config, what, _timed(config, ops.copies), anatomy=what)
         del ops, inputs
-        with open(f"{out_dir}/gluon_dqmma.json", "w") as f:
+        with open(f"{out_dir}/{name}.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
 
@@ -373,5 +390,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "--schedule":  # offline, no GPU: python ... --schedule BM,BN,BK,SPLIT_K,STAGES[,SWAP]
         BM, BN, BK, SPLIT_K, STAGES, *swap = map(int, sys.argv[2].split(","))
         print(json.dumps(schedule(BM, BN, BK, SPLIT_K, STAGES, SWAP=bool(swap and swap[0]))))
+    elif sys.argv[2:] == ["--deep"]:  # the second run: deep rings (DEEP_CONFIGS)
+        main(sys.argv[1], DEEP_KEYS, DEEP_CONFIGS, name="gluon_dqmma_deep")
     else:
         main(sys.argv[1])
