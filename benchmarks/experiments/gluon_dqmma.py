@@ -1,6 +1,6 @@
 """EXPERIMENT: a W4A16 tensor-core GEMM written in Gluon, so the tensor cores never wait on the unpack.
 
-    python benchmarks/experiments/gluon_dqmma.py OUT_DIR [--deep]   (on the GPU: check, then time)
+    python benchmarks/experiments/gluon_dqmma.py OUT_DIR [first|deep|m128]   (on the GPU: check, then time)
     python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
 Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
 (4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
@@ -332,6 +332,17 @@ DEEP_CONFIGS = {1: _DEEP_DECODE, 16: _DEEP_DECODE,
                       (64, 128, 64, 2, 12, False)]}
 
 
+# Third run: the only key where a form won is M=128 on 4096x11008 (bm128.bn128, one split: 48.5 us at 4
+# stages, 43.2 at 8, against the table's 53.9): the same tiles at M=96..192 on every llama-7b shape, to
+# see where a `dqmma` family would take buckets from swapab and the dequantize route.
+_WIDE = [(128, 128, 64, 1, 8, False), (128, 128, 64, 1, 6, False), (128, 128, 64, 1, 4, False),
+         (128, 64, 64, 1, 8, False)]
+M128_KEYS = [(M, K, N) for M in (96, 128, 192)
+             for K, N in ((4096, 11008), (4096, 12288), (4096, 22016), (11008, 4096), (4096, 4096))]
+M128_CONFIGS = {96: _WIDE, 128: _WIDE, 192: _WIDE}
+RUNS = {"first": (KEYS, CONFIGS), "deep": (DEEP_KEYS, DEEP_CONFIGS), "m128": (M128_KEYS, M128_CONFIGS)}
+
+
 def _timed(config, copies):
     """Graph-replayed µs of the kernel over the rotated operand copies, or why it could not run."""
     from tunesearch.bench import graph_time
@@ -390,7 +401,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "--schedule":  # offline, no GPU: python ... --schedule BM,BN,BK,SPLIT_K,STAGES[,SWAP]
         BM, BN, BK, SPLIT_K, STAGES, *swap = map(int, sys.argv[2].split(","))
         print(json.dumps(schedule(BM, BN, BK, SPLIT_K, STAGES, SWAP=bool(swap and swap[0]))))
-    elif sys.argv[2:] == ["--deep"]:  # the second run: deep rings (DEEP_CONFIGS)
-        main(sys.argv[1], DEEP_KEYS, DEEP_CONFIGS, name="gluon_dqmma_deep")
-    else:
-        main(sys.argv[1])
+    else:  # OUT_DIR [first | deep | m128]: which run (RUNS)
+        keys, configs = RUNS[sys.argv[2] if len(sys.argv) > 2 else "first"]
+        main(sys.argv[1], keys, configs, name="gluon_dqmma" + ("" if len(sys.argv) < 3 else "_" + sys.argv[2]))
