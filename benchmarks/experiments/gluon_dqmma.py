@@ -38,6 +38,11 @@ SASS (tests/test_experiments.py); the probe below checks every config against A 
 the GPU before timing it, beside the packaged table's choice and cuBLAS fp16. For each key's first
 config it also times two wrong forms, for anatomy only (PARTS: the unpack without the MMA, the MMA
 without the unpack), as rows 21 and 28 did for the shipped kernels.
+
+Timed on the H200 (NOTES.md rows 39-41): correct in every config; slower than the packaged table at
+M <= 64 and on the N=4096 shapes, 0.80-0.82x the table at M=128 on the N >= 11008 shapes (bm128.bn128,
+one split, 8 stages). The MMA-only form alone takes ~1.6x a program's tensor work: the serial step per
+block, not the unpack, is what a next form (warp-specialized) has to remove.
 """
 import json
 import sys
