@@ -150,3 +150,27 @@ def test_export_merge_keeps_other_shapes(tmp_path, table):
     assert set(shapes) == {"256x72", "128x40", "512x24"}
     with pytest.raises(ValueError, match="no successful trials"):
         export(Store(f"sqlite:///{tmp_path}/empty.db"), tmp_path / "e.json")
+
+
+def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, kernel_device):
+    """A table tuned on an H200 may pick the Gluon family; here (the interpreter) it cannot run, so the
+    runtime takes the nearest shape's or the heuristic's variant and the result is still right."""
+    if kernel_device != "cpu":
+        pytest.skip("interpreter table")
+    store = Store(f"sqlite:///{tmp_path}/g.db")
+    store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0, driver="none",
+                          torch_version="x", triton_version="3.6.0", datasheet_bandwidth=None), 1e9)
+    add(store, 64, 72, 256, "dqmma.bm64.bn64.bk64.sk1.w4.s4", 5.0)
+    path = tmp_path / "dispatch.json"
+    export(store, path)
+    assert "dqmma" in path.read_text()
+    mm = load_dispatch(path, group_size=64)
+    variant = mm.resolve(64, 72, 256, torch.device("cpu"))
+    assert variant is not None and variant.family != "dqmma"
+    assert variant_error(variant, 64, 72, 256, 64) is None
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    a = torch.randn(64, 256).half()
+    ref = a.float() @ __import__("tunesearch").variants.dequantize(packed, scales, 64).float()
+    assert (mm(a, packed, scales).float() - ref).abs().max() / ref.abs().max() < 2e-3
+    with pytest.raises(ValueError, match="needs an sm_90 GPU"):
+        __import__("tunesearch").variants.matmul(a, packed, scales, Variant.from_id("dqmma.bm64.bn64.bk64.sk1.w4.s4"), 64)

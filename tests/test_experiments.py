@@ -103,11 +103,12 @@ def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 
-@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,4", "16,64,64,4,4,1"])
+@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,8", "64,256,64,2,4", "16,64,64,4,4,1"])
 def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
     # Gluon has no interpreter, so CI cannot run this kernel; it can check that it compiles for sm_90
     # with the schedule it was written for: per K block BK/16 wgmma and one wait for all but one of
-    # them (a wait for none would serialize unpack and MMA, the shipped kernels' limit), no spills.
+    # them (a wait for none would serialize unpack and MMA, the shipped kernels' limit), no spills,
+    # and the shared memory the family's validity rule counts (a config it admits must fit).
     # In a process of its own: the interpreter, once it has run in this one, patches the language's
     # operators in place and the compiler can no longer lower them.
     import json
@@ -125,3 +126,7 @@ def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
     assert got["wgmma"] == BK // 16
     assert got["async_copies"] > 0  # A and packed W copied asynchronously
     assert got["local"] == 0
+    from tunesearch.variants.space import dqmma_shared_bytes
+
+    BM, BN, _, _, STAGES = map(int, config.split(",")[:5])
+    assert got["shared"] == dqmma_shared_bytes(BM, BN, BK, STAGES)

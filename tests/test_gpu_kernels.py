@@ -124,3 +124,52 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
     assert torch.equal(ptx.view(torch.int32), plain.view(torch.int32))
     exact = 2.0 ** (23 - 4 * (torch.arange(8, device="cuda")[:, None] % 4)) + nibble_codes(x)
     assert torch.equal(ptx[:8].double(), exact.double())
+
+
+# M across the 64- and 128-row tiles' masks (65, 127, 130); N = 200 and 520 no multiple of any BN,
+# 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
+DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
+                (192, 11008, 4096, 128)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
+def test_gluon_family_on_gpu(M, K, N, G):
+    """dqmma (Gluon, no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
+    contiguous, transposed and misaligned activations (its copies then go through an aligned copy)
+    and through the dispatch launcher."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
+    from tunesearch.variants.api import make_launcher
+
+    limits = DeviceLimits.of(0)
+    if not limits.gluon:
+        pytest.skip(f"{limits.name}: no Gluon family here")
+    space = [v for v in variant_space(M, N, K, G, device=0) if v.family == "dqmma"]
+    assert space
+    rng = random.Random(f"dqmma-{M}-{K}-{N}-{G}")
+    picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == "dqmma"]
+    picks += [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
+    picks += rng.sample(space, min(3, len(space)))
+    gen = torch.Generator().manual_seed(M + N + K)
+    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)
+    packed, scales = packed.cuda(), scales.cuda()
+    a = torch.randn(M, K, generator=gen).half().cuda()
+    ref = a.float() @ dequantize(packed, scales, G).float()
+    views = {"contiguous": a, "transposed": a.t().contiguous().t(),
+             "misaligned": torch.cat([a.new_zeros(M, 1), a], 1)[:, 1:]}
+    failures = []
+    for variant in dict.fromkeys(picks):
+        for name, view in views.items():
+            assert torch.equal(view, a)
+            for run in ("matmul", "launcher"):
+                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                if run == "matmul":
+                    matmul(view, packed, scales, variant, G, out=out)
+                else:
+                    make_launcher(variant, view, packed, scales, out, G)(view, packed, scales, out)
+                err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+                if not err < 2e-3:  # NaN (an unwritten output) fails too
+                    failures.append(f"{variant.id} {name} {run}: relative error {err:.3g}")
+    assert not failures, "\n".join(failures)

@@ -133,3 +133,26 @@ def test_one_read_per_trial_proposes_what_a_read_per_parameter_proposes(tmp_path
         calls[one], counts[one] = m.calls, reads["n"]
     assert len(calls[True]) >= 25 and calls[True] == calls[False]
     assert counts[True] < 0.6 * counts[False]
+
+
+def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
+    """A dqmma trial is stored under dqmma.py's hash and a Triton family's under the search's code,
+    so a change to either kernel source re-measures only its own family on a resumed key."""
+    from tunesearch.search import code_version
+    from tunesearch.variants import DeviceLimits
+
+    key = Key("synthetic", 128, 4096, 4096, 128)
+    limits = DeviceLimits(gluon=True)  # as on an H200; the Landscape never launches a kernel
+    m = Landscape("dqmma.bm128.bn128.bk64.sk1.w8.s8")
+    s = KeySearch(Store(f"sqlite:///{tmp_path}/s.db"), m, key, code="c", gpu_id=1, sweep_id=None,
+                  versions={}, limits=limits, seed=0)
+    s.enqueue(spread_variants(128, 4096, 4096, 128, limits))
+    s.run(30, deadline=time.time() + 120)
+    stored = {t.variant_id: t.code_version for t in s.store.trials(key)}
+    families = {vid.split(".")[0] for vid in stored}
+    assert "dqmma" in families and len(families) > 1
+    assert all(code == (code_version("dqmma") if vid.startswith("dqmma.") else "c") for vid, code in stored.items())
+    # the Triton families' code changed: their trials are measured again, dqmma's answered from the store
+    m2 = Landscape(m.best_id)
+    s2 = KeySearch(s.store, m2, key, code="c2", gpu_id=1, sweep_id=None, versions={}, limits=limits, seed=1)
+    assert set(s2.measured()) == {vid for vid in stored if vid.startswith("dqmma.")}

@@ -105,3 +105,31 @@ def test_spread_variants_start_each_family_at_its_heuristic_and_corners():
         family = [v for v in seeds if v.family == h.family]
         assert family[0] == h and len(family) == 4
     assert all(variant_error(v, 1, 11008, 4096) is None for v in seeds)
+
+
+def test_the_gluon_family_is_offered_only_where_gluon_runs():
+    from tunesearch.variants import DeviceLimits
+    from tunesearch.variants.space import DQMMA_M, dqmma_shared_bytes
+
+    v = Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w8.s8")
+    # never assumed: not by default, not on the CPU, not in the interpreter
+    for device in (None, "cpu"):
+        assert "needs an sm_90 GPU" in variant_error(v, 128, 11008, 4096, 128, device)
+        assert not any(v.family == "dqmma" for v in variant_space(128, 11008, 4096, 128, device))
+        assert all(v.family != "dqmma" for v in heuristic_variants(128, 11008, 4096, 128, device))
+    hopper = DeviceLimits(gluon=True)
+    assert variant_error(v, 128, 11008, 4096, 128, hopper) is None
+    for M in (1, 16, 32, 48, 64, 96, 128, 192, 256, 1024):
+        space = [v for v in variant_space(M, 11008, 4096, 128, hopper) if v.family == "dqmma"]
+        assert bool(space) == (DQMMA_M[0] <= M <= DQMMA_M[1])
+        for d in space:
+            p = d.params
+            assert p["num_warps"] == p["BM"] // 16 and 128 % p["BK"] == 0
+            assert dqmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) <= hopper.shared_memory
+    assert heuristic_variants(128, 11008, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk64.sk1.w8.s8"
+    # its own rules, with reasons
+    assert "BM must be 64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w4.s8"),
+                                                     128, 11008, 4096, 128, hopper)
+    assert "shared memory" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s8"),
+                                            128, 11008, 4096, 128, hopper)
+    assert "divide the group size" in variant_error(v, 128, 11008, 4096, 32, hopper)

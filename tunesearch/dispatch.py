@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tunesearch.variants import Variant, heuristic_variants, reference_matmul, variant_error
+from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 
 from .export import SCHEMA, merge_tables
@@ -147,21 +147,22 @@ class Dispatcher:
         table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
         if table is None:
             return self._fallback(("gpu", device), "no table for this GPU")
+        limits = DeviceLimits.of(device)  # a table's pick may need what this device lacks (Gluon, memory)
         shape = table.shapes.get((N, K))
         if shape is not None:
             variant = shape.pick(M)
-            if variant_error(variant, M, N, K, G) is None:
+            if variant_error(variant, M, N, K, G, limits) is None:
                 return variant
         if self.strict:
             raise DispatchError(f"shape N={N} K={K} (M={M}) is not in the table for {table.name}")
         # unknown shape: the nearest known shape's pick for this M, if it is valid here
         for (n, k) in sorted(table.shapes, key=lambda s: abs(s[0] - N) + abs(s[1] - K)):
             variant = table.shapes[(n, k)].pick(M)
-            if variant_error(variant, M, N, K, G) is None:
+            if variant_error(variant, M, N, K, G, limits) is None:
                 self._once(("near", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
                            "%s tuned for N=%d K=%d", N, K, M, variant.id, n, k)
                 return variant
-        seeds = heuristic_variants(M, N, K, G)
+        seeds = heuristic_variants(M, N, K, G, limits)
         if seeds:
             self._once(("heur", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
                        "heuristic %s", N, K, M, seeds[0].id)

@@ -33,18 +33,26 @@ log = logging.getLogger("tunesearch")
 # kernel code is not reused. The space rules and the launch plumbing are left out: they decide
 # which variants exist and how they are called, not what one of them costs.
 KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
+# Families with sources of their own: their trials are keyed by their own hash, so adding or changing
+# one leaves the Triton families' stored trials valid, and the reverse.
+FAMILY_SOURCES = {"dqmma": ("dqmma.py",)}
 
 
-def code_version() -> str:
-    """A hash of the kernel sources (see KERNEL_SOURCES)."""
+def code_version(family: str | None = None) -> str:
+    """A hash of the kernel sources of ``family`` (None: the Triton families', KERNEL_SOURCES)."""
     import tunesearch.variants as pkg
 
     root = Path(pkg.__file__).resolve().parent
     digest = hashlib.sha1()
-    for name in KERNEL_SOURCES:
+    for name in FAMILY_SOURCES.get(family, KERNEL_SOURCES):
         digest.update(name.encode())
         digest.update((root / name).read_bytes())
     return digest.hexdigest()[:12]
+
+
+def family_code(family: str, code: str) -> str:
+    """The code version a trial of ``family`` is stored under, ``code`` being the Triton families'."""
+    return code_version(family) if family in FAMILY_SOURCES else code
 
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
@@ -145,6 +153,7 @@ class KeySearch:
         self.by_family: dict[str, list[Variant]] = {}
         for v in self.space:
             self.by_family.setdefault(v.family, []).append(v)
+        self.codes = {family: family_code(family, code) for family in self.by_family}
         self.valid = set(self.space)
         sampler = sampler or default_sampler(seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -201,7 +210,7 @@ class KeySearch:
 
     # -- the loop ----------------------------------------------------------------------------
     def measured(self) -> dict[str, Trial]:
-        return {t.variant_id: t for t in self.store.trials(self.key) if t.code_version == self.code}
+        return {t.variant_id: t for t in self.store.trials(self.key) if t.code_version == self.codes.get(t.family)}
 
     # The family is chosen by us, the parameters by the sampler: round-robin for the first
     # EXPLORE share of the budget, then round-robin over the families whose best time is within
@@ -297,7 +306,7 @@ class KeySearch:
             result = self.measurer.measure(variant)
         row = Trial(sweep_id=self.sweep_id, gpu_id=self.gpu_id, gpu_name=k.gpu, m=k.m, n=k.n, k=k.k,
                     group_size=k.group_size, layout=k.layout, variant_id=variant.id,
-                    family=variant.family, params=variant.params, code_version=self.code,
+                    family=variant.family, params=variant.params, code_version=self.codes[variant.family],
                     status=result.status, error=result.error, us=result.us, spread=result.spread,
                     rel_error=result.rel_error, fp16_us=self.fp16_us, versions=self.versions)
         if result.status == "ok":

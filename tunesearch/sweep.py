@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import DeviceLimits, spread_variants, variant_space
 
-from .search import KeySearch, code_version, delete_studies, initial_queue, neighbour_seeds
+from .search import KeySearch, code_version, delete_studies, family_code, initial_queue, neighbour_seeds
 
 log = logging.getLogger("tunesearch")
 
@@ -70,7 +70,7 @@ def _versions(info, code: str) -> dict:
 
 def _key_done(store: Store, key: Key, trials: int, code: str, limits) -> bool:
     """Already measured as many variants as this sweep would (resume without GPU setup)."""
-    measured = sum(1 for t in store.trials(key) if t.code_version == code)
+    measured = sum(1 for t in store.trials(key) if t.code_version == family_code(t.family, code))
     return measured >= min(trials, len(variant_space(key.m, key.n, key.k, key.group_size, limits)))
 
 

@@ -1,4 +1,4 @@
-"""Kernel variants for W4A16 matmul: the layout spec, three kernel families and their space."""
+"""Kernel variants for W4A16 matmul: the layout spec, the kernel families and their space."""
 from .api import matmul, reference_matmul
 from .layout import dequantize, pack_linear, quantize_pack, unpack
 from .space import (FAMILIES, GEMV_MAX_M, DeviceLimits, Variant, heuristic_variants,

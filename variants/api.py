@@ -12,7 +12,7 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import CUBLAS_FAMILIES, Variant, cdiv, chunk_columns, variant_error
+from .space import CUBLAS_FAMILIES, GLUON_FAMILIES, Variant, cdiv, chunk_columns, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
@@ -78,8 +78,15 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
     return None if warmup else out
 
 
+def a_copy_free(a: torch.Tensor) -> bool:
+    """Activations dqmma can copy as they are: unit stride along K, 16-byte aligned base and rows."""
+    return a.stride(1) == 1 and a.stride(0) % 8 == 0 and a.data_ptr() % 16 == 0
+
+
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
+    if variant.family == "dqmma" and not a_copy_free(a):
+        a = torch.empty(a.shape, dtype=a.dtype, device=a.device).copy_(a)  # its 16-byte cp.async copies
     M, K = a.shape
     N = packed.shape[1]
     p = variant.params
@@ -93,6 +100,12 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     elif variant.family == "swapab":
         kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
+    elif variant.family == "dqmma":
+        from .dqmma import dqmma_kernel  # Gluon: imported only where the family can run
+
+        kernel, grid = dqmma_kernel, (tiles_n, split_k, tiles_m)
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"], PTX=True,
+                    SWAP=False, PARTS=3)
     else:
         kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)
@@ -104,8 +117,9 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     args = (a, packed, scales, out, workspace, locks, M, N, K,
             a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),
             scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    meta.update(GROUP=group_size, num_warps=p["num_warps"],
-                num_stages=1 if variant.family == "gemv" else p["num_stages"])
+    meta.update(GROUP=group_size, num_warps=p["num_warps"])
+    if variant.family not in GLUON_FAMILIES:  # a Gluon kernel's stages are its own (STAGES)
+        meta.update(num_stages=1 if variant.family == "gemv" else p["num_stages"])
     return kernel, grid, args, meta
 
 
@@ -137,7 +151,8 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     operand, a launch hook installed (a profiler), or the interpreter takes the generic path.
     """
     generic = functools.partial(launch, variant, group_size=group_size)
-    if interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda":
+    if (interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda"
+            or (variant.family == "dqmma" and not a_copy_free(a))):  # strides fixed here, copy per call
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)
@@ -182,7 +197,7 @@ def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant:
     if a.device.type != "cuda" and not interpreting():
         raise ValueError(f"the Triton kernels need CUDA tensors, got {a.device} "
                          "(use reference_matmul, or set TRITON_INTERPRET=1 for the interpreter)")
-    reason = variant_error(variant, M, N, K, group_size)
+    reason = variant_error(variant, M, N, K, group_size, device=a.device)
     if reason:
         raise ValueError(f"variant {variant.id} cannot run M={M}, N={N}, K={K}, G={group_size}: {reason}")
     if out is None:

@@ -18,6 +18,10 @@ GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers gro
 # 54.6 vs 61.6 us on 4096x11008, 46.8 vs 62.9 on 11008x4096), at M=256 it lost (95 vs 67): the
 # sweep decides in between.
 SWAPAB_MAX_M = 256
+# The Gluon GEMM (variants/dqmma.py) beat the Triton families only at M=96..128 on the H200 (NOTES.md
+# rows 39-41: 0.80-0.82x at M=128 on the N >= 11008 shapes, slower at M <= 64 and M = 192 with the
+# configs tried): the sweep gets it a little either side of that.
+DQMMA_M = (64, 192)
 
 # Parameter order (and the id's abbreviations) per family.
 FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -31,6 +35,9 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
                ("num_warps", "w"), ("num_stages", "s")),
     "dequant": (("BK", "bk"), ("BN", "bn"), ("num_warps", "w")),
     "dqchunk": (("BK", "bk"), ("BN", "bn"), ("MB", "mb"), ("num_warps", "w")),
+    # num_stages is the depth of its own cp.async ring (STAGES), num_warps = BM / 16
+    "dqmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+              ("num_warps", "w"), ("num_stages", "s")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 # The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
@@ -57,7 +64,13 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # multiplied while it is still in L2: the fp16 copy need never reach DRAM (dequant writes and
     # cuBLAS reads 2 bytes per weight, 4x the int4 stream, which is the M=1024 gap on the H200)
     "dqchunk": dict(BK=(32, 64), BN=(128,), MB=(8, 16, 32), num_warps=(4, 8)),
+    # the H200 probe's winner was bm128.bn128.bk64, one split, 8 stages (6 and 4 slower, BK=128 with
+    # 4 stages slower at M=64)
+    "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(1, 2, 4),
+                  num_warps=(4, 8), num_stages=(4, 6, 8)),
 }
+# Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
+GLUON_FAMILIES = ("dqmma",)
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
 # never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
@@ -70,6 +83,7 @@ class DeviceLimits:
     shared_memory: int = 232448  # bytes per block, opt-in maximum
     num_sms: int = 132
     name: str = "generic-sm90"
+    gluon: bool = False  # the Gluon families can run: never assumed, only found on a device
 
     @classmethod
     def of(cls, device=None) -> "DeviceLimits":
@@ -82,7 +96,8 @@ class DeviceLimits:
             return cls()
         props = torch.cuda.get_device_properties(dev)
         smem = getattr(props, "shared_memory_per_block_optin", cls.shared_memory)
-        return cls(shared_memory=int(smem), num_sms=int(props.multi_processor_count), name=props.name)
+        return cls(shared_memory=int(smem), num_sms=int(props.multi_processor_count), name=props.name,
+                   gluon=_gluon_runs((props.major, props.minor)))
 
 
 class Variant:
@@ -152,6 +167,25 @@ class Variant:
         return f"Variant({self.id})"
 
 
+def _gluon_runs(capability) -> bool:
+    """Gluon imports, the device is a Hopper (sm_90: wgmma) and kernels are compiled, not interpreted."""
+    import os
+
+    if tuple(capability) != (9, 0) or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return False
+    try:
+        from . import dqmma  # noqa: F401
+    except ImportError:  # a Triton without Gluon (or with another Gluon API)
+        return False
+    return True
+
+
+def dqmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
+    """dqmma's shared memory: its ring (A and packed W per stage) and three fp16 W buffers; equal to
+    the compiled kernels' figure at every config the H200 probe compiled."""
+    return stages * (BM * BK * 2 + BK // 8 * BN * 4) + 3 * BK * BN * 2
+
+
 def next_pow2(x: int) -> int:
     return 1 << max(0, (int(x) - 1).bit_length())
 
@@ -198,6 +232,10 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     bm, stages = p["BM"], p["num_stages"]
     if not _group_ok(bk, group_size):
         return f"BK={bk} and group size {group_size} do not divide one another"
+    if variant.family in GLUON_FAMILIES and not limits.gluon:
+        return f"{variant.family} is a Gluon kernel: it needs an sm_90 GPU and a Triton with Gluon, not {limits.name}"
+    if variant.family == "dqmma":
+        return _dqmma_error(p, M, N, group_size, limits)
     if variant.family == "gemv":
         # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
         regs = (2 * bm * (bk // 8) * bn + packed_blocks_held(p) * (bk // 8) * bn) // threads
@@ -224,6 +262,26 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     if variant.family == "splitk" and split_k < 2:
         return "splitk needs SPLIT_K >= 2"
     if split_k * M * N * 4 > 256 << 20:
+        return "split-K workspace over 256 MiB"
+    return None
+
+
+def _dqmma_error(p, M, N, group_size, limits) -> str | None:
+    bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
+    if bm not in (64, 128) or warps != bm // 16:
+        return f"dqmma's wgmma M is 16 rows per warp: BM must be 64 or 128 with num_warps = BM/16, got {bm}, {warps}"
+    if not 64 <= bn <= 256:
+        return f"dqmma's BN is the wgmma N: 64..256, got {bn}"
+    if group_size % bk or bk < 64:
+        return f"dqmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
+    if stages < 3:
+        return f"dqmma refills a ring slot two blocks after its MMA: num_stages >= 3, got {stages}"
+    if bm * bn // (32 * warps) > 128:
+        return f"{bm * bn // (32 * warps)} fp32 accumulator registers/thread (limit 128)"
+    smem = dqmma_shared_bytes(bm, bn, bk, stages)
+    if smem > limits.shared_memory:
+        return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
+    if p["SPLIT_K"] * M * N * 4 > 256 << 20:
         return "split-K workspace over 256 MiB"
     return None
 
@@ -259,6 +317,17 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"BN={p['BN']} is wider than N={N} needs"
         return None
     bm, bn = p["BM"], p["BN"]
+    if variant.family == "dqmma":
+        if not DQMMA_M[0] <= M <= DQMMA_M[1]:
+            return f"dqmma is for {DQMMA_M[0]} <= M <= {DQMMA_M[1]}, got M={M}"
+        if bm > max(64, next_pow2(M)):
+            return f"BM={bm} exceeds max(64, next_pow2(M))={max(64, next_pow2(M))}"
+        if bn > max(64, next_pow2(N)):
+            return f"BN={bn} is wider than N={N} needs"
+        tiles = cdiv(M, bm) * cdiv(N, bn)
+        if split_k > 1 and tiles >= 4 * limits.num_sms:
+            return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
+        return None
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
             return f"gemv is for M <= {GEMV_MAX_M}, got M={M}"
@@ -345,6 +414,12 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         for mb in (16, 8, 32):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
+    elif family == "dqmma":  # the H200 probe's winner first; its splits were slower at M=128
+        for bm in (128, 64):
+            for bn in (128, 64, 256):
+                for sk in (1, 2, 4):
+                    for stages in (8, 6, 4):
+                        yield dict(BM=bm, BN=bn, BK=64, SPLIT_K=sk, num_warps=bm // 16, num_stages=stages)
     else:
         for bm in (min(128, max(16, mp)), 64, 32, 16):
             for bn in (128, 256, 64, 32):
@@ -363,9 +438,9 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     elif M <= GEMV_MAX_M:
         order = ("swapab", "gemv", "splitk", "gemm")
     elif M <= 128:
-        order = ("swapab", "gemm", "splitk", "dequant", "dqchunk")
+        order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
-        order = ("dequant", "gemm", "swapab", "splitk", "dqchunk")
+        order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):

@@ -50,207 +50,11 @@ from pathlib import Path
 
 import torch
 import triton
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
-W_BUFFERS = gl.constexpr(3)  # a W buffer is rewritten two blocks after its MMA was issued (see the module docstring)
-
-
-@gluon.constexpr_function
-def _threads_along(n_vectors):
-    """Threads of a warp along a dimension holding ``n_vectors`` vectors (the rest go along the other)."""
-    return min(32, n_vectors)
-
-
-@gluon.jit
-def _nibbles_ptx(packed):
-    """The eight nibble planes of ``packed`` as fp16 q - 8, two neighbouring words per PTX block.
-
-    The same PTX as the shipped swapab's ``_nibble_planes_ptx`` (copied, not imported: that one is
-    a ``triton.jit`` function, and editing variants/swapab.py to share the text would change the
-    kernel hash the packaged table was measured with). Words n and n+1 of one row give plane j's
-    fp16 pair (n, n+1), the pair the register layout holds side by side along n.
-    """
-    return gl.inline_asm_elementwise(
-        asm="""{
-        .reg .b32 lo, hi, los, his, c1032, c16, c72;
-        prmt.b32 lo, $8, $9, 0x5410;
-        prmt.b32 hi, $8, $9, 0x7632;
-        shr.b32 los, lo, 8;
-        shr.b32 his, hi, 8;
-        mov.b32 c1032, 0x64086408;
-        mov.b32 c16, 0x2C002C00;
-        mov.b32 c72, 0xD480D480;
-        lop3.b32 $0, lo, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 $1, lo, 0x00F000F0, 0x64006400, 0xEA;
-        lop3.b32 $2, los, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 $3, los, 0x00F000F0, 0x64006400, 0xEA;
-        lop3.b32 $4, hi, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 $5, hi, 0x00F000F0, 0x64006400, 0xEA;
-        lop3.b32 $6, his, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 $7, his, 0x00F000F0, 0x64006400, 0xEA;
-        sub.f16x2 $0, $0, c1032;
-        fma.rn.f16x2 $1, $1, c16, c72;
-        sub.f16x2 $2, $2, c1032;
-        fma.rn.f16x2 $3, $3, c16, c72;
-        sub.f16x2 $4, $4, c1032;
-        fma.rn.f16x2 $5, $5, c16, c72;
-        sub.f16x2 $6, $6, c1032;
-        fma.rn.f16x2 $7, $7, c16, c72;
-        }""",
-        constraints="=r,=r,=r,=r,=r,=r,=r,=r,r,r", args=[packed],
-        dtype=(gl.float16,) * 8, is_pure=True, pack=2)
-
-
-@gluon.jit
-def _unpack_scaled_ptx(packed, s):
-    """As ``_unpack_scaled``, the planes from ``_nibbles_ptx`` joined into k order (j = j0 + 2 j1 + 4 j2)."""
-    q = _nibbles_ptx(packed)
-    s2 = gl.expand_dims(s, 0)
-    w = gl.join(gl.join(gl.join(q[0] * s2, q[1] * s2), gl.join(q[2] * s2, q[3] * s2)),
-                gl.join(gl.join(q[4] * s2, q[5] * s2), gl.join(q[6] * s2, q[7] * s2)))  # [BK8, BN, j0, j1, j2]
-    w = gl.permute(w, [0, 4, 3, 2, 1])  # [BK8, j2, j1, j0, BN]
-    return gl.reshape(w, [w.shape[0] * 8, w.shape[4]])
-
-
-@gluon.jit
-def _unpack_scaled(packed, s, L3: gl.constexpr):
-    """fp16 (q - 8) * s of a packed block [BK/8, BN] -> [BK, BN] in k order (row 8 k8 + j is nibble j)."""
-    j = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
-    shifts = gl.expand_dims(gl.expand_dims(j * 4, 0), 2)  # [1, 8, 1]
-    codes = (gl.expand_dims(packed, 1) >> shifts) & 0xF  # mask after the shift: nibble 7 holds the sign bit
-    # 0x6400 | q is the fp16 1024 + q: an exact conversion without I2F; minus 1032 leaves q - 8
-    w = (codes | 0x6400).to(gl.int16).to(gl.float16, bitcast=True) - 1032.0
-    w = w * gl.expand_dims(gl.expand_dims(s, 0), 0)
-    return gl.reshape(w, [w.shape[0] * 8, w.shape[2]])
-
-
-@gluon.jit
-def dqmma_kernel(
-    a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
-    stride_am, stride_bk, stride_sg, stride_cm,
-    GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-    STAGES: gl.constexpr, PTX: gl.constexpr, SWAP: gl.constexpr, num_warps: gl.constexpr,
-    PARTS: gl.constexpr = 3,
-):
-    BK8: gl.constexpr = BK // 8
-    # the wgmma M (16 rows per warp) is the tokens, or with SWAP the weights' columns
-    gl.static_assert((BN if SWAP else BM) == 16 * num_warps, "16 rows of the wgmma M per warp")
-    gl.static_assert(BM % 8 == 0 and BM <= 256, "BM is a wgmma N with SWAP: a multiple of 8")
-    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    gl.static_assert(STAGES >= 3, "the A slot refilled in block i is block i-2's")
-    pid_n = gl.program_id(0)
-    pid_k = gl.program_id(1)
-    pid_m = gl.program_id(2)
-
-    # layouts: A copied 16 bytes per thread along k; packed W 16 bytes per thread along n, all eight
-    # nibbles of a word in the thread that loaded it; the accumulator in wgmma's layout
-    TK: gl.constexpr = _threads_along(BK // 8)
-    LA: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TK, TK], [num_warps, 1], [1, 0])
-    TN: gl.constexpr = _threads_along(BN // 4)
-    L3: gl.constexpr = gl.BlockedLayout([1, 8, 4], [32 // TN, 1, TN], [num_warps, 1, 1], [2, 1, 0])
-    LP: gl.constexpr = gl.SliceLayout(1, L3)  # the packed block [BK/8, BN]
-    LS: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(0, L3))  # the scales [BN]
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BM if SWAP else BN, 16])
-    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK],
-                                       gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16))
-    # the packed blocks are copied and read back in the same layout, so each thread reads only the
-    # words it copied itself: no barrier between its wait for the copy and its read
-    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK8, BN],
-                                       gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
-    w_smem = gl.allocate_shared_memory(gl.float16, [W_BUFFERS, BK, BN],
-                                       gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
-
-    # this split's blocks: whole BK blocks, the last split possibly shorter or empty
-    blocks_per_split = (K // BK + SPLIT_K - 1) // SPLIT_K
-    first_block = pid_k * blocks_per_split
-    n_blocks = gl.maximum(gl.minimum(K // BK - first_block, blocks_per_split), 0)
-    k_begin = first_block * BK
-
-    offs_am = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LA))
-    offs_ak = gl.arange(0, BK, layout=gl.SliceLayout(0, LA))
-    a_ptrs = a_ptr + gl.expand_dims(offs_am, 1) * stride_am + gl.expand_dims(k_begin + offs_ak, 0)
-    a_rows = gl.expand_dims(offs_am < M, 1)
-    offs_pk = gl.arange(0, BK8, layout=gl.SliceLayout(1, LP))
-    offs_pn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, LP))
-    b_ptrs = b_ptr + gl.expand_dims(k_begin // 8 + offs_pk, 1) * stride_bk + gl.expand_dims(offs_pn, 0)
-    b_cols = gl.expand_dims(offs_pn < N, 0)
-    offs_sn = pid_n * BN + gl.arange(0, BN, layout=LS)
-    s_cols = offs_sn < N
-
-    # prologue: blocks 0 .. STAGES-3 (A and packed W) in flight, block 0's scales in registers
-    for p in gl.static_range(STAGES - 2):
-        async_copy.async_copy_global_to_shared(a_smem.index(p), a_ptrs + p * BK, mask=a_rows & (p < n_blocks))
-        async_copy.async_copy_global_to_shared(p_smem.index(p), b_ptrs + p * BK8 * stride_bk,
-                                               mask=b_cols & (p < n_blocks))
-        async_copy.commit_group()
-    s = gl.load(s_ptr + (k_begin // GROUP) * stride_sg + offs_sn, mask=s_cols & (n_blocks > 0), other=0.0)
-
-    acc = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
-    for i in range(n_blocks):
-        # the next block's scales: in flight while this block is unpacked and multiplied
-        k_next = k_begin + (i + 1) * BK
-        s_next = gl.load(s_ptr + (k_next // GROUP) * stride_sg + offs_sn, mask=s_cols & (i + 1 < n_blocks),
-                         other=0.0)
-        async_copy.wait_group(STAGES - 3)  # this thread's copies of block i have landed
-        w_buf = w_smem.index(i % W_BUFFERS)
-        if PARTS & 1:  # (timing anatomy only: without it the MMA reads whatever the buffer holds)
-            packed = p_smem.index(i % STAGES).load(LP)
-            if PTX:
-                w_buf.store(_unpack_scaled_ptx(packed, gl.convert_layout(s, gl.SliceLayout(0, LP))))
-            else:
-                w_buf.store(_unpack_scaled(packed, s, L3))
-        fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
-        gl.thread_barrier()  # ... from every thread
-        if PARTS & 2:  # (timing anatomy only: without it C stays 0)
-            if SWAP:  # C^T [BN, BM] = W^T [BN, BK] x A^T [BK, BM]: transposed views of the same buffers
-                acc = warpgroup_mma(w_buf.permute((1, 0)), a_smem.index(i % STAGES).permute((1, 0)), acc,
-                                    is_async=True)
-            else:
-                acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
-
-        # refill the slots of block i-2: every warp waited for its MMA and read its packed words
-        # before this block's barrier
-        refill = i + STAGES - 2
-        async_copy.async_copy_global_to_shared(a_smem.index(refill % STAGES), a_ptrs + refill * BK,
-                                               mask=a_rows & (refill < n_blocks))
-        async_copy.async_copy_global_to_shared(p_smem.index(refill % STAGES), b_ptrs + refill * BK8 * stride_bk,
-                                               mask=b_cols & (refill < n_blocks))
-        async_copy.commit_group()
-        s = s_next
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    async_copy.wait_group(0)
-
-    # epilogue: fp16 C tile, or the deterministic split-K reduction of the shipped kernels
-    # (with SWAP the accumulator's rows are C's columns)
-    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0 if SWAP else 1, ACC))
-    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1 if SWAP else 0, ACC))
-    cm = gl.expand_dims(offs_cm, 0 if SWAP else 1)
-    cn = gl.expand_dims(offs_cn, 1 if SWAP else 0)
-    mask = (cm < M) & (cn < N)
-    c_ptrs = c_ptr + cm * stride_cm + cn
-    if SPLIT_K == 1:
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
-    else:
-        ws_ptrs = ws_ptr + cm * N + cn
-        gl.store(ws_ptrs + pid_k * M * N, acc, mask=mask)
-        gl.thread_barrier()  # every thread's partial is written before the release below
-        tile_id = pid_m * gl.num_programs(0) + pid_n
-        arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
-        if arrived == SPLIT_K - 1:
-            total = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
-            for part in range(SPLIT_K):
-                total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-            gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
-
+from tunesearch.variants.dqmma import dqmma_kernel  # noqa: E402  (the kernel, with its SWAP/PTX/PARTS forms)
 
 def warps(BM, BN, SWAP):
     """16 rows of the wgmma M per warp: the tokens (BM), or with SWAP the weights' columns (BN)."""
@@ -267,7 +71,7 @@ def dqmma_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, PTX=True
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
     ws = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)  # unread at 1
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
-    args = (a, packed, scales, out, ws, locks, M, N, K, a.stride(0), packed.stride(0), scales.stride(0), out.stride(0))
+    args = (a, packed, scales, out, ws, locks, M, N, K, *a.stride(), *packed.stride(), *scales.stride(), *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
                 PARTS=PARTS, num_warps=warps(BM, BN, SWAP))
     return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
@@ -282,17 +86,21 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, PARTS=3, 
     names = ["a_ptr", "b_ptr", "s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "M", "N", "K", "stride_am", "stride_bk",
              "stride_sg", "stride_cm"]
     types = ["*fp16", "*i32", "*fp16", "*fp16", "*fp32", "*i32"] + ["i32"] * 7
-    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP,
-                  PARTS=PARTS, num_warps=warps(BM, BN, SWAP))
+    # the unit column strides: a launch specializes an int equal to 1 as a constant
+    consts = dict(stride_ak=1, stride_bn=1, stride_sn=1, stride_cn=1, GROUP=group_size, BM=BM, BN=BN, BK=BK,
+                  SPLIT_K=SPLIT_K, STAGES=STAGES, PTX=PTX, SWAP=SWAP, PARTS=PARTS, num_warps=warps(BM, BN, SWAP))
     signature = {**dict(zip(names, types)), **{name: "constexpr" for name in consts}}
-    divisible = [i for i, name in enumerate(names) if name not in ("M", "stride_am")] + [names.index("stride_am")]
+    order = list(dqmma_kernel.arg_names)
+    signature = {name: signature[name] for name in order}
+    divisible = [order.index(name) for name in names if name != "M"]
     src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps(BM, BN, SWAP)))
 
 
 def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False) -> dict:
-    """What the K loop's SASS does per block: its wgmma waits, wgmma and async copies; and spills."""
+    """What the K loop's SASS does per block: its wgmma waits, wgmma and async copies; and spills and
+    shared memory."""
     from benchmarks.sass_stats import loop_body, resources
 
     compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX, SWAP)
@@ -300,7 +108,7 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False) -> dict:
     return dict(waits=[rest.split(";")[0].strip() for _, op, rest in body if op.startswith("WARPGROUP.DEPBAR")],
                 wgmma=sum(op.startswith("HGMMA") for _, op, _ in body),
                 async_copies=sum(op.startswith("LDGSTS") for _, op, _ in body),
-                instructions=len(body), **resources(compiled))
+                instructions=len(body), shared=compiled.metadata.shared, **resources(compiled))
 
 
 # (M, K, N) and, per M, (BM, BN, BK, SPLIT_K, STAGES, SWAP): the wgmma M is 16 rows per warp, 64 or 128
