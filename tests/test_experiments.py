@@ -130,3 +130,29 @@ def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
 
     BM, BN, _, _, STAGES = map(int, config.split(",")[:5])
     assert got["shared"] == dqmma_shared_bytes(BM, BN, BK, STAGES)
+
+
+@pytest.mark.parametrize("config", ["128,128,64,1,6,3", "64,128,64,2,6,3"])
+def test_gluon_ws_compiles_warp_specialized(config):
+    # The warp-specialized experiment (benchmarks/experiments/gluon_ws.py) has not run on a GPU yet; CI
+    # checks that it compiles for sm_90 as written: BK/16 wgmma with one left in flight in the loop (and
+    # a final wait for none), two TMA loads (A and packed W), register moves between the partitions,
+    # no spills, and shared memory within the buffers it counts plus its mbarriers. In its own process,
+    # as above.
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, str(root / "benchmarks/experiments/gluon_ws.py"), "--compile", config],
+                         capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    BK, stages, buffers = (int(config.split(",")[i]) for i in (2, 4, 5))
+    assert got["wgmma"] == BK // 16
+    assert got["waits"] == ["gsb0, 0x1", "gsb0, 0x0"]
+    assert got["tma_loads"] == 2 and got["setmaxreg"] > 0
+    assert got["local"] == 0
+    barriers = 8 * (3 * stages + 2 * buffers)
+    assert got["buffers"] + barriers <= got["shared"] <= got["buffers"] + barriers + 1024
