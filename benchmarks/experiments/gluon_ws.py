@@ -19,9 +19,11 @@ so the loader keeps STAGES blocks in flight without a thread of the unpack waiti
 runs ahead of the MMA by up to W_BUFFERS blocks, and the tensor cores are fed as soon as both halves of
 a block are ready. TMA zero-fills rows past M and columns past N.
 
-Not shipped: first GPU run pending (written after the session's device time was spent). The probe checks
-every config against A @ dequantize(W) before timing it, beside the dqmma family and the packaged table,
-and times two anatomy forms of the first config (PARTS: 1 no MMA, 2 no unpack).
+Not shipped: first GPU run pending (written after the session's device time was spent). The probe first
+runs each config on small mask-edge shapes in a child process with a timeout (a wrong barrier phase
+hangs rather than fails: that config is then recorded HANG and skipped), checks it at the key against
+A @ dequantize(W), and only then times it, beside the dqmma family and the packaged table; for each
+key's first config also two anatomy forms (PARTS: 1 no MMA, 2 no unpack).
 """
 import json
 import sys
@@ -259,6 +261,42 @@ CONFIGS = {64: [(64, 128, 64, 1, 6, 3), (64, 128, 64, 2, 6, 3), (64, 128, 64, 1,
            256: [(128, 128, 64, 1, 6, 3), (128, 128, 64, 1, 8, 2)]}
 
 
+# Mask edges for the smoke check: M across the row tiles (65, 130), N no multiple of BN (200), K of one
+# block per split (256 in two splits of 64-deep blocks is 2 each) and of several (1024).
+SMOKE_SHAPES = [(65, 256, 200), (130, 1024, 520), (128, 4096, 4096)]
+
+
+def smoke(config) -> str | None:
+    """Run ``config`` on the smoke shapes against A @ dequantize(W); None, or what went wrong."""
+    from tunesearch.bench import REL_TOL, CheckInputs, relative_error
+
+    for M, K, N in SMOKE_SHAPES:
+        inputs = CheckInputs(M, N, K, 128, "cuda", seed=M + K + N)
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+        ws_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
+        torch.cuda.synchronize()
+        err = relative_error(out, inputs.ref)
+        if not err < REL_TOL:
+            return f"WRONG at M={M} K={K} N={N}: relative error {err:.3g}"
+    return None
+
+
+def smoke_in_child(config, timeout_s=90) -> str | None:
+    """``smoke`` in a process of its own, so that a hang (a barrier waited on with the wrong phase never
+    completes) costs this config its timeout instead of the whole probe."""
+    import subprocess
+
+    arg = ",".join(str(config[k]) for k in ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS"))
+    try:
+        run = subprocess.run([sys.executable, __file__, "--smoke", arg], capture_output=True, text=True,
+                             timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"HANG: no result in {timeout_s} s"
+    if run.returncode != 0:
+        return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
+    return None
+
+
 def main(out_dir):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
@@ -268,7 +306,7 @@ def main(out_dir):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     dqmma = Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w8.s8")
-    rows = []
+    rows, smoked = [], {}
     for M, K, N in KEYS:
         ops = Operands(M, N, K, 128, info.l2_bytes)
         inputs = CheckInputs(M, N, K, 128, "cuda")
@@ -280,9 +318,14 @@ def main(out_dir):
               f"dqmma {ref['dqmma']:.2f}", flush=True)
         for n, (BM, BN, BK, SK, st, wb) in enumerate(CONFIGS[M]):
             forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else [])
+            key = (BM, BN, BK, SK, st, wb)
+            if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
+                smoked[key] = smoke_in_child(dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, W_BUFFERS=wb))
             for parts, label in forms:
                 config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, W_BUFFERS=wb, PARTS=parts)
                 try:
+                    if smoked[key]:
+                        raise RuntimeError(smoked[key])
                     if parts == 3:  # checked first; a wrong result is recorded and not timed
                         out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
                         ws_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
@@ -304,5 +347,10 @@ def main(out_dir):
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":  # offline, no GPU: python ... --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    elif sys.argv[1] == "--smoke":  # on the GPU, one config: python ... --smoke BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS
+        values = map(int, sys.argv[2].split(","))
+        problem = smoke(dict(zip(("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS"), values)))
+        print(problem or "ok")
+        sys.exit(1 if problem else 0)
     else:
         main(sys.argv[1])
