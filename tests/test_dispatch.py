@@ -9,7 +9,7 @@ from tunesearch import load_dispatch
 from tunesearch.db import Store, Trial
 from tunesearch.dispatch import DispatchError
 from tunesearch.export import SCHEMA, export
-from tunesearch.variants import Variant, quantize_pack, reference_matmul, variant_error
+from tunesearch.variants import Variant, dequantize, matmul, quantize_pack, reference_matmul, variant_error
 
 GPU = "interpreter-test"
 BUCKETS = {1: "gemv.bm1.bn64.bk64.sk2.w4.s1", 4: "gemv.bm4.bn64.bk64.sk1.w4.s1",
@@ -66,7 +66,7 @@ def test_dispatch_runs_and_matches_reference(table, kernel_device):
     packed, scales = quantize_pack(torch.randn(256, 72), 64)
     for m in (1, 3, 16, 40):
         a = torch.randn(m, 256).half()
-        ref = a.float() @ __import__("tunesearch").variants.dequantize(packed, scales, 64).float()
+        ref = a.float() @ dequantize(packed, scales, 64).float()
         for out in (mm(a, packed, scales), mm.op(a, packed, scales)):
             assert out.shape == (m, 72)
             assert (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
@@ -152,7 +152,7 @@ def test_export_merge_keeps_other_shapes(tmp_path, table):
         export(Store(f"sqlite:///{tmp_path}/empty.db"), tmp_path / "e.json")
 
 
-def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, kernel_device):
+def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, kernel_device, monkeypatch):
     """A table tuned on an H200 may pick the Gluon family; here (the interpreter) it cannot run, so the
     runtime takes the nearest shape's or the heuristic's variant and the result is still right."""
     if kernel_device != "cpu":
@@ -170,7 +170,15 @@ def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, 
     assert variant_error(variant, 64, 72, 256, 64) is None
     packed, scales = quantize_pack(torch.randn(256, 72), 64)
     a = torch.randn(64, 256).half()
-    ref = a.float() @ __import__("tunesearch").variants.dequantize(packed, scales, 64).float()
+    ref = a.float() @ dequantize(packed, scales, 64).float()
     assert (mm(a, packed, scales).float() - ref).abs().max() / ref.abs().max() < 2e-3
     with pytest.raises(ValueError, match="needs an sm_90 GPU"):
-        __import__("tunesearch").variants.matmul(a, packed, scales, Variant.from_id("dqmma.bm64.bn64.bk64.sk1.w4.s4"), 64)
+        matmul(a, packed, scales, Variant.from_id("dqmma.bm64.bn64.bk64.sk1.w4.s4"), 64)
+    # where the device has Gluon (as an H200 does), the runtime keeps the table's pick: it asks the
+    # device, not the defaults
+    from tunesearch.variants import DeviceLimits
+
+    real_of = DeviceLimits.of
+    monkeypatch.setattr(DeviceLimits, "of", classmethod(
+        lambda cls, device=None: real_of(device) if device is None or isinstance(device, cls) else cls(gluon=True)))
+    assert load_dispatch(path, group_size=64).resolve(64, 72, 256, torch.device("cpu")).family == "dqmma"
