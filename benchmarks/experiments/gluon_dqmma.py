@@ -2,42 +2,17 @@
 
     python benchmarks/experiments/gluon_dqmma.py OUT_DIR [first|deep|m128]   (on the GPU: check, then time)
     python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
-Why Gluon: at M = 32..256 the shipped kernels keep the tensor cores busy a fraction of the time
-(4096x11008, M=128: swapab 53.9 us against cuBLAS fp16 26.9; by arithmetic the tensor work is ~11 us).
-Triton's `tl.dot` on Hopper leaves a wgmma in flight only if both operands sit in buffers its
-pipeliner owns or the left one in registers feeds nothing but its own accumulator (NOTES.md rows 15,
-18, 35); a tile unpacked by the threads is neither, so every block's MMA waits for its unpack and the
-unpack for the MMA. Gluon (`triton.experimental.gluon`) exposes shared memory, `warpgroup_mma` with a
-chosen wait depth and `cp.async` groups, so the schedule can be written down:
-
-    block i:  wait for the copies of A_i and packed W_i -> unpack W_i (shared -> registers) -> store
-              to W buffer i % 3 -> fence, barrier -> wgmma(A_i, W_i) issued async -> wait until
-              <= 1 wgmma in flight -> copy A and packed W of block i+STAGES-2 into block i-2's slots
-
-so the unpack of block i+1 runs while the tensor cores multiply block i, and STAGES-2 blocks of
-weights are in flight from memory per program (cp.async, no registers held). Buffers are reused two
-blocks later, after every warp has passed a barrier that follows its own wait for that block's MMA,
-so one barrier per block suffices for any number of warp groups.
-
-Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two),
-BN = 64..256 (the wgmma N); or, with SWAP, acc^T [BN, BM] = W^T A^T from transposed views of the same
-buffers, BN = 16 x num_warps and BM = 8..256 tokens as the wgmma N (no 64-row A tile at decode M);
-BK = 64 or 128 (divides the group size: one scale row per block, folded
-into the fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with
-the shipped kernels' deterministic reduction (partials in fp32, the last split sums them in order).
-Two unpacks: PTX (the shipped swapab's block: planes of two neighbouring words, joined back into k
-order) and plain Triton ops.
+The kernel is the dqmma family's (variants/dqmma.py: the schedule, the tile, why Gluon), run here with
+the forms the family does not search: SWAP (tokens as the wgmma N, for decode M), the unpack in plain
+Gluon ops (PTX=False) and the anatomy switch PARTS (the unpack without the MMA, the MMA without the
+unpack: wrong results, timing only), as rows 21 and 28 did for the Triton kernels. Gluon has no CPU
+interpreter: CI compiles the kernel for sm_90 and checks its schedule and shared memory
+(`--schedule`, tests/test_experiments.py); on the GPU the probe checks every config against
+A @ dequantize(W) before timing it, beside the packaged table's choice and cuBLAS fp16.
 
 SASS (sm_90, offline, 64x128x64, split 2, 4 stages): one `wait <= 1` per K block, 4 HGMMA, 250 loop
 instructions for the 64 weights a thread unpacks (3.9 per weight; 338 with the plain unpack), 136
-registers, 96 KB of shared memory. By arithmetic, at M <= 64 on 4096x11008 that is ~40 blocks per SM
-at ~250 issue cycles each, ~5 us of issue against an 8.4 us streaming floor, if the copies keep up.
-
-Not shipped: Gluon has no CPU interpreter, so CI only compiles it and checks that schedule in the
-SASS (tests/test_experiments.py); the probe below checks every config against A @ dequantize(W) on
-the GPU before timing it, beside the packaged table's choice and cuBLAS fp16. For each key's first
-config it also times two wrong forms, for anatomy only (PARTS: the unpack without the MMA, the MMA
-without the unpack), as rows 21 and 28 did for the shipped kernels.
+registers, 96 KB of shared memory.
 
 Timed on the H200 (NOTES.md rows 39-41): correct in every config; slower than the packaged table at
 M <= 64 and on the N=4096 shapes, 0.80-0.82x the table at M=128 on the N >= 11008 shapes (bm128.bn128,
