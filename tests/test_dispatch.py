@@ -46,6 +46,7 @@ def test_export_writes_the_best_per_bucket(table):
     assert [b["m_max"] for b in shape["buckets"]] == [1, 4, 16, 64]
     assert [b["variant"]["id"] for b in shape["buckets"]] == list(BUCKETS.values())
     assert data["gpus"][GPU]["versions"]["triton"] == "3.6.0"
+    assert {b["code"] for b in shape["buckets"]} == {"c0"}  # each bucket says which kernel code it timed
     assert not list(table.parent.glob(".dispatch.json.*"))  # no temporary file left
 
 

@@ -156,3 +156,14 @@ def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
     m2 = Landscape(m.best_id)
     s2 = KeySearch(s.store, m2, key, code="c2", gpu_id=1, sweep_id=None, versions={}, limits=limits, seed=1)
     assert set(s2.measured()) == {vid for vid in stored if vid.startswith("dqmma.")}
+
+
+def test_a_sweep_records_every_kernel_hash():
+    from types import SimpleNamespace
+
+    from tunesearch.search import code_version
+    from tunesearch.sweep import _versions
+
+    info = SimpleNamespace(driver="d", torch_version="t", triton_version="3.6.0", tunesearch_version="0")
+    versions = _versions(info, code_version())
+    assert versions["code"] == code_version() and versions["code_dqmma"] == code_version("dqmma")

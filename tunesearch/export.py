@@ -23,13 +23,15 @@ def build_table(store: Store, gpu: str | None = None) -> dict:
             "copy_bandwidth": g.copy_bandwidth if g else None,
             "datasheet_bandwidth": g.datasheet_bandwidth if g else None,
             "sm_count": g.sm_count if g else None,
-            "versions": {k: t.versions.get(k) for k in ("driver", "torch", "triton", "tunesearch", "code")},
+            "versions": {**{k: t.versions.get(k) for k in ("driver", "torch", "triton", "tunesearch", "code")},
+                         **{k: v for k, v in t.versions.items() if k.startswith("code_")}},
             "shapes": {},
         })
         shape = entry["shapes"].setdefault(f"{t.k}x{t.n}", {
             "n": t.n, "k": t.k, "group_size": t.group_size, "layout": t.layout, "buckets": []})
         shape["buckets"].append({
             "m_max": t.m, "variant": {"family": t.family, "params": t.params, "id": t.variant_id},
+            "code": t.code_version,  # the kernel code this bucket's time was measured with
             "us": round(t.us, 3), "roofline_frac": round(t.roofline_frac or 0, 4),
             "speedup_fp16": round(t.speedup_fp16, 3) if t.speedup_fp16 else None,
         })

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import DeviceLimits, spread_variants, variant_space
 
-from .search import KeySearch, code_version, delete_studies, family_code, initial_queue, neighbour_seeds
+from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, initial_queue,
+                     neighbour_seeds)
 
 log = logging.getLogger("tunesearch")
 
@@ -64,8 +65,11 @@ def optuna_storage(url: str, attempts: int = 5):
 
 
 def _versions(info, code: str) -> dict:
+    """The environment of a sweep; ``code`` is the Triton families' kernel hash, ``code_<family>`` that
+    of each family with sources of its own."""
     return dict(driver=info.driver, torch=info.torch_version, triton=info.triton_version,
-                tunesearch=info.tunesearch_version, code=code)
+                tunesearch=info.tunesearch_version, code=code,
+                **{f"code_{family}": code_version(family) for family in FAMILY_SOURCES})
 
 
 def _key_done(store: Store, key: Key, trials: int, code: str, limits) -> bool:
