@@ -133,3 +133,14 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
     assert "shared memory" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s8"),
                                             128, 11008, 4096, 128, hopper)
     assert "divide the group size" in variant_error(v, 128, 11008, 4096, 32, hopper)
+
+
+def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
+    from tunesearch.cli import _families_line
+    from tunesearch.variants import DeviceLimits
+
+    for gluon in (False, True):
+        monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=gluon)))
+        line = _families_line(0)
+        assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
+        assert ("dqmma off" in line) != gluon and ("dqchunk, dqmma" in line) == gluon

@@ -72,6 +72,17 @@ class _Progress:
         self.bar.stop()
 
 
+def _families_line(device: int) -> str:
+    """Which kernel families this GPU runs (the Gluon ones need an sm_90 GPU and a Triton with Gluon)."""
+    from tunesearch.variants import FAMILIES, DeviceLimits
+    from tunesearch.variants.space import GLUON_FAMILIES
+
+    limits = DeviceLimits.of(device)
+    off = [] if limits.gluon else [f for f in FAMILIES if f in GLUON_FAMILIES]
+    line = f"families on {limits.name}: " + ", ".join(f for f in FAMILIES if f not in off)
+    return line + (f" ({', '.join(off)} off: Gluon needs an sm_90 GPU and a Triton with Gluon)" if off else "")
+
+
 @app.command()
 def sweep(
     gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
@@ -113,6 +124,7 @@ def sweep(
             _fail(str(exc), 1)
         except ValueError as exc:
             _fail(str(exc))
+        console.print(_families_line(devices[0]))
         if len(devices) > 1:
             with _Progress(settings) as progress:
                 results = run_sweep_all(store.url, settings, devices, progress)
