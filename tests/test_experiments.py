@@ -103,24 +103,29 @@ def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 
-@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,8", "64,256,64,2,4", "16,64,64,4,4,1"])
-def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
-    # Gluon has no interpreter, so CI cannot run this kernel; it can check that it compiles for sm_90
-    # with the schedule it was written for: per K block BK/16 wgmma and one wait for all but one of
-    # them (a wait for none would serialize unpack and MMA, the shipped kernels' limit), no spills,
-    # and the shared memory the family's validity rule counts (a config it admits must fit).
-    # In a process of its own: the interpreter, once it has run in this one, patches the language's
-    # operators in place and the compiler can no longer lower them.
+def _compiled_offline(script: str, flag: str, config: str) -> dict:
+    """The JSON a Gluon experiment prints about its kernel compiled for sm_90 (no GPU needed). In a
+    process of its own: the interpreter, once it has run in this one, patches the language's operators
+    in place and the compiler can no longer lower them."""
     import json
     import os
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, str(root / "benchmarks/experiments/gluon_dqmma.py"), "--schedule", config],
+    run = subprocess.run([sys.executable, str(root / "benchmarks/experiments" / script), flag, config],
                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,8", "64,256,64,2,4", "16,64,64,4,4,1"])
+def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
+    # Gluon has no interpreter, so CI cannot run this kernel; it can check that it compiles for sm_90
+    # with the schedule it was written for: per K block BK/16 wgmma and one wait for all but one of
+    # them (a wait for none would serialize unpack and MMA, the shipped kernels' limit), no spills,
+    # and the shared memory the family's validity rule counts (a config it admits must fit).
+    got = _compiled_offline("gluon_dqmma.py", "--schedule", config)
     BK = int(config.split(",")[2])
     assert got["waits"] == ["gsb0, 0x1"]
     assert got["wgmma"] == BK // 16
@@ -137,18 +142,8 @@ def test_gluon_ws_compiles_warp_specialized(config):
     # The warp-specialized experiment (benchmarks/experiments/gluon_ws.py) has not run on a GPU yet; CI
     # checks that it compiles for sm_90 as written: BK/16 wgmma with one left in flight in the loop (and
     # a final wait for none), two TMA loads (A and packed W), register moves between the partitions,
-    # no spills, and shared memory within the buffers it counts plus its mbarriers. In its own process,
-    # as above.
-    import json
-    import os
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, str(root / "benchmarks/experiments/gluon_ws.py"), "--compile", config],
-                         capture_output=True, text=True, env=env, cwd=root, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    # no spills, and shared memory within the buffers it counts plus its mbarriers.
+    got = _compiled_offline("gluon_ws.py", "--compile", config)
     BK, stages, buffers = (int(config.split(",")[i]) for i in (2, 4, 5))
     assert got["wgmma"] == BK // 16
     assert got["waits"] == ["gsb0, 0x1", "gsb0, 0x0"]

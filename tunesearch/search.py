@@ -9,6 +9,7 @@ kernel code is answered from the store.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -38,8 +39,10 @@ KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 FAMILY_SOURCES = {"dqmma": ("dqmma.py",)}
 
 
+@functools.lru_cache(maxsize=None)
 def code_version(family: str | None = None) -> str:
-    """A hash of the kernel sources of ``family`` (None: the Triton families', KERNEL_SOURCES)."""
+    """A hash of the kernel sources of ``family`` (None: the Triton families', KERNEL_SOURCES); read once
+    per process (a sweep asks per key and per stored trial)."""
     import tunesearch.variants as pkg
 
     root = Path(pkg.__file__).resolve().parent

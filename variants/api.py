@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
@@ -12,17 +11,13 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import CUBLAS_FAMILIES, GLUON_FAMILIES, Variant, cdiv, chunk_columns, variant_error
+from .space import CUBLAS_FAMILIES, GLUON_FAMILIES, Variant, cdiv, chunk_columns, interpreting, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
 # fp16 weight workspace of the dequant families, per device; only grows.
 _dequant_workspace: dict[torch.device, torch.Tensor] = {}
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _locks(device: torch.device, count: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -167,11 +168,14 @@ class Variant:
         return f"Variant({self.id})"
 
 
+def interpreting() -> bool:
+    """Kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1), not compiled."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def _gluon_runs(capability) -> bool:
     """Gluon imports, the device is a Hopper (sm_90: wgmma) and kernels are compiled, not interpreted."""
-    import os
-
-    if tuple(capability) != (9, 0) or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if tuple(capability) != (9, 0) or interpreting():
         return False
     try:
         from . import dqmma  # noqa: F401
