@@ -19,7 +19,7 @@ so the loader keeps STAGES blocks in flight without a thread of the unpack waiti
 runs ahead of the MMA by up to W_BUFFERS blocks, and the tensor cores are fed as soon as both halves of
 a block are ready. TMA zero-fills rows past M and columns past N.
 
-Not shipped: first GPU run pending (written after the session's device time was spent). The probe first
+Timed on the H200 (NOTES.md row 45). The probe first
 runs each config on small mask-edge shapes in a child process with a timeout (a wrong barrier phase
 hangs rather than fails: that config is then recorded HANG and skipped), checks it at the key against
 A @ dequantize(W), and only then times it, beside the dqmma family and the packaged table; for each
@@ -41,7 +41,6 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from tunesearch.variants.dqmma import _unpack_scaled_ptx  # noqa: E402  (dqmma's unpack, PTX)
 
-UNPACK_WARPS = gl.constexpr(4)
 LOAD_WARPS = gl.constexpr(1)
 
 
@@ -69,8 +68,8 @@ def _mma_partition(a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks,
 # The worker partitions share one signature. Triton 3.6 hands a worker its constexpr arguments as int32
 # scalars, so the tile sizes come from the buffers' shapes and the group size and PARTS arrive as values.
 @gluon.jit
-def _load_partition(a_desc, p_desc, a_smem, p_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty,
-                    s_ptr, stride_sg, N, pid_n, pid_m, k_begin, n_blocks, group, parts):
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                    w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -81,45 +80,57 @@ def _load_partition(a_desc, p_desc, a_smem, p_smem, w_smem, ready, a_empty, p_em
         mbarrier.wait(a_empty.index(s), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
         mbarrier.wait(p_empty.index(s), phase ^ 1)
         bar = ready.index(s)
-        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         k = k_begin + i * BK
         tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
         tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        # the block's scale row rides with its weights (row 45: a global load of it in the unpack warps,
+        # even one block ahead, left every block waiting on an L2 round trip)
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
-def _unpack_partition(a_desc, p_desc, a_smem, p_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty,
-                      s_ptr, stride_sg, N, pid_n, pid_m, k_begin, n_blocks, group, parts):
+def _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, UW: gl.constexpr):
     STAGES: gl.constexpr = p_smem.type.shape[0]
     WB: gl.constexpr = w_smem.type.shape[0]
-    BK: gl.constexpr = w_smem.type.shape[1]
     BN: gl.constexpr = w_smem.type.shape[2]
     # the packed block [BK/8, BN]: 4 words along n per thread, all eight nibbles of a word in its thread
     TN: gl.constexpr = 32 if BN >= 128 else BN // 4
-    LP: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TN, TN], [UNPACK_WARPS, 1], [1, 0])
-    LS: gl.constexpr = gl.SliceLayout(0, LP)
-    offs_n = pid_n * BN + gl.arange(0, BN, layout=LS)
-    cols = offs_n < N
+    LP: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TN, TN], [UW, 1], [1, 0])
     for i in range(n_blocks):
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         packed = p_smem.index(s).load(LP)
-        fence_async_shared()  # this read, ordered before the loader's next TMA write into the slot
+        scale = gl.reshape(s_smem.index(s).load(LP), [BN])  # [1, BN] -> [BN]
+        fence_async_shared()  # these reads, ordered before the loader's next TMA write into the slot
         mbarrier.arrive(p_empty.index(s))
-        scale = gl.load(s_ptr + ((k_begin + i * BK) // group) * stride_sg + offs_n, mask=cols, other=0.0)
         b = i % WB
         mbarrier.wait(w_empty.index(b), ((i // WB) & 1) ^ 1)
         if parts % 2 == 1:  # (anatomy only: without it the MMA reads whatever the buffer holds)
-            w_smem.index(b).store(_unpack_scaled_ptx(packed, scale))
+            w_smem.index(b).store(_unpack_scaled_ptx(packed, gl.convert_layout(scale, gl.SliceLayout(0, LP))))
         fence_async_shared()  # the stores, visible to the tensor cores' proxy
         mbarrier.arrive(w_ready.index(b))
 
 
+# One wrapper per unpack warp count: the layout needs the count as a constant, and a worker's own
+# constexpr arguments arrive as values.
 @gluon.jit
-def ws_kernel(a_desc, p_desc, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_sg, stride_cm,
+def _unpack4_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 4)
+
+
+@gluon.jit
+def _unpack8_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 8)
+
+
+@gluon.jit
+def ws_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm,
               GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
               SPLIT_K: gl.constexpr, STAGES: gl.constexpr, W_BUFFERS: gl.constexpr, num_warps: gl.constexpr,
-              PARTS: gl.constexpr = 3):
+              PARTS: gl.constexpr = 3, UNPACK_WARPS: gl.constexpr = 4, UNPACK_REGS: gl.constexpr = 128):
     gl.static_assert(BM == 16 * num_warps, "16 rows of the wgmma M per warp")
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
@@ -132,6 +143,7 @@ def ws_kernel(a_desc, p_desc, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_sg
 
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
     w_smem = gl.allocate_shared_memory(gl.float16, [W_BUFFERS, BK, BN],
                                        gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -147,13 +159,13 @@ def ws_kernel(a_desc, p_desc, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_sg
         mbarrier.init(w_ready.index(j), count=1)
         mbarrier.init(w_empty.index(j), count=1)
 
-    worker_args = (a_desc, p_desc, a_smem, p_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty,
-                   s_ptr, stride_sg, N, pid_n, pid_m, k_begin, n_blocks, GROUP, PARTS)
+    worker_args = (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                   w_empty, pid_n, pid_m, k_begin, n_blocks, GROUP, PARTS)
     (acc,) = gl.warp_specialize([
         (_mma_partition, (a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks, BM, BN, num_warps, PARTS)),
         (_load_partition, worker_args),
-        (_unpack_partition, worker_args),
-    ], [LOAD_WARPS, UNPACK_WARPS], [24, 128])
+        (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
+    ], [LOAD_WARPS, UNPACK_WARPS], [24, UNPACK_REGS])
 
     # epilogue: fp16 C, or dqmma's deterministic split-K reduction
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
@@ -181,49 +193,62 @@ def ws_kernel(a_desc, p_desc, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_sg
 
 
 def layouts(BM, BN, BK):
-    """Shared layouts of the two TMA boxes: A [BM, BK] swizzled for wgmma; packed W [BK/8, BN] plain
-    (a 512-byte row is wider than any swizzle span; the unpack reads 16 bytes per thread along it)."""
+    """Shared layouts of the three TMA boxes: A [BM, BK] swizzled for wgmma; packed W [BK/8, BN] and the
+    scale row [1, BN] plain (a 512-byte row is wider than any swizzle span; the unpack reads 16 bytes per
+    thread along it)."""
     a = gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)
     p = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
-    return a, p
+    s = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    return a, p, s
 
 
-def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, group_size=128,
-                maxnreg=128):
+def registers(BM, UNPACK_WARPS):
+    """(maxnreg at launch, the unpack warps' registers): every warp starts with maxnreg, so the CTA's
+    warps (MMA BM/16, load 1, unpack) must fit the 64K registers of an SM at that count; the partitions
+    then move registers to the MMA warps (accumulator) from the load and unpack warps."""
+    warps = BM // 16 + 1 + UNPACK_WARPS
+    return min(128, 65536 // (32 * warps) // 8 * 8), 128 if UNPACK_WARPS == 4 else 96
+
+
+def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, UNPACK_WARPS=4,
+                group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     M, K = a.shape
     N = packed.shape[1]
-    a_layout, p_layout = layouts(BM, BN, BK)
+    maxnreg, unpack_regs = registers(BM, UNPACK_WARPS)
+    a_layout, p_layout, s_layout = layouts(BM, BN, BK)
     a_desc = TensorDescriptor.from_tensor(a, [BM, BK], a_layout)
     p_desc = TensorDescriptor.from_tensor(packed, [BK // 8, BN], p_layout)
+    s_desc = TensorDescriptor.from_tensor(scales, [1, BN], s_layout)
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
     ws = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
-    args = (a_desc, p_desc, scales, out, ws, locks, M, N, K, scales.stride(0), out.stride(0))
+    args = (a_desc, p_desc, s_desc, out, ws, locks, M, N, K, out.stride(0))
     meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
-                PARTS=PARTS, num_warps=BM // 16, maxnreg=maxnreg)
+                PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_regs, num_warps=BM // 16, maxnreg=maxnreg)
     return lambda: ws_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
-def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, group_size=128, maxnreg=128):
+def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, PARTS=3, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.runtime.jit import mangle_type
 
-    a_layout, p_layout = layouts(BM, BN, BK)
+    maxnreg, unpack_regs = registers(BM, UNPACK_WARPS)
+    a_layout, p_layout, s_layout = layouts(BM, BN, BK)
     a_desc = TensorDescriptor.from_tensor(torch.empty(BM, 4096, dtype=torch.float16), [BM, BK], a_layout)
     p_desc = TensorDescriptor.from_tensor(torch.empty(512, 11008, dtype=torch.int32), [BK // 8, BN], p_layout)
+    s_desc = TensorDescriptor.from_tensor(torch.empty(32, 11008, dtype=torch.float16), [1, BN], s_layout)
     consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
-                  PARTS=PARTS, num_warps=BM // 16)
-    types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_ptr="*fp16", c_ptr="*fp16",
-                 ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_sg="i32", stride_cm="i32")
+                  PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_regs, num_warps=BM // 16)
+    types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
+                 c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in ws_kernel.arg_names}
-    divisible = [ws_kernel.arg_names.index(n) for n in ("s_ptr", "c_ptr", "ws_ptr", "lock_ptr", "N", "K",
-                                                         "stride_sg", "stride_cm")]
+    divisible = [ws_kernel.arg_names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
     src = GluonASTSource(ws_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
@@ -232,15 +257,15 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, group_size=
 
 def shared_bytes(BM, BN, BK, STAGES, W_BUFFERS):
     """The buffers' shared memory (the compiled kernel adds its 8-byte mbarriers and alignment)."""
-    return STAGES * (BM * BK * 2 + BK // 8 * BN * 4) + W_BUFFERS * BK * BN * 2
+    return STAGES * (BM * BK * 2 + BK // 8 * BN * 4 + BN * 2) + W_BUFFERS * BK * BN * 2
 
 
-def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS) -> dict:
+def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma and their waits, TMA loads, the partitions'
     register moves, shared memory, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources
 
-    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS)
+    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS)
     sass = disassemble(compiled)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass),
                 waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
@@ -250,15 +275,19 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS) -> dict:
                 **resources(compiled))
 
 
-# (M, K, N) and per M the configs (BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS); the first of each is the
-# dqmma family's packaged pick at M=128 (bm128.bn128.bk64, one split), rebuilt warp-specialized
+# (M, K, N) and per M the configs (BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS); the first of
+# each is the dqmma family's packaged pick at M=128 (bm128.bn128.bk64, one split), rebuilt warp-specialized
 KEYS = [(64, 4096, 11008), (128, 4096, 11008), (128, 4096, 12288), (128, 4096, 22016), (128, 4096, 4096),
         (128, 11008, 4096), (256, 4096, 11008)]
 # (BN=256 does not fit: 16 warps at maxnreg 128, and its accumulator needs ~154 registers a thread.)
-CONFIGS = {64: [(64, 128, 64, 1, 6, 3), (64, 128, 64, 2, 6, 3), (64, 128, 64, 1, 10, 4)],
-           128: [(128, 128, 64, 1, 6, 3), (128, 128, 64, 2, 6, 3), (128, 128, 64, 1, 8, 2),
-                 (128, 128, 64, 1, 4, 4), (64, 128, 64, 2, 6, 3)],
-           256: [(128, 128, 64, 1, 6, 3), (128, 128, 64, 1, 8, 2)]}
+CONFIGS = {64: [(64, 128, 64, 1, 6, 3, 4), (64, 128, 128, 1, 4, 2, 4), (64, 128, 128, 1, 4, 2, 8),
+                (64, 128, 128, 1, 5, 2, 4)],
+           128: [(128, 128, 64, 1, 6, 3, 4), (128, 128, 128, 1, 3, 2, 4), (128, 128, 128, 1, 4, 2, 4),
+                 (128, 128, 64, 4, 6, 3, 4), (128, 128, 128, 2, 3, 2, 4), (64, 128, 128, 2, 4, 2, 8)],
+           256: [(128, 128, 64, 1, 6, 3, 4), (128, 128, 128, 1, 3, 2, 4), (128, 128, 128, 1, 4, 2, 4)]}
+# (UNPACK_WARPS=8 beside BM=128 does not launch: worker partitions are padded to warp groups, and 8 MMA
+# + 4 + 8 warps exceed 512 threads at 128 registers.)
+FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS")
 
 
 # Mask edges for the smoke check: M across the row tiles (65, 130), N no multiple of BN (200), K of one
@@ -286,7 +315,7 @@ def smoke_in_child(config, timeout_s=90) -> str | None:
     completes) costs this config its timeout instead of the whole probe."""
     import subprocess
 
-    arg = ",".join(str(config[k]) for k in ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS"))
+    arg = ",".join(str(config[k]) for k in FIELDS)
     try:
         run = subprocess.run([sys.executable, __file__, "--smoke", arg], capture_output=True, text=True,
                              timeout=timeout_s)
@@ -316,13 +345,12 @@ def main(out_dir):
                    dqmma=time_variant(dqmma, ops, replays=20).us)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id}) | "
               f"dqmma {ref['dqmma']:.2f}", flush=True)
-        for n, (BM, BN, BK, SK, st, wb) in enumerate(CONFIGS[M]):
-            forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else [])
-            key = (BM, BN, BK, SK, st, wb)
+        for n, key in enumerate(CONFIGS[M]):
+            forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n < 2 else [])
             if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
-                smoked[key] = smoke_in_child(dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, W_BUFFERS=wb))
+                smoked[key] = smoke_in_child(dict(zip(FIELDS, key)))
             for parts, label in forms:
-                config = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SK, STAGES=st, W_BUFFERS=wb, PARTS=parts)
+                config = dict(zip(FIELDS, key), PARTS=parts)
                 try:
                     if smoked[key]:
                         raise RuntimeError(smoked[key])
@@ -338,18 +366,17 @@ def main(out_dir):
                     us = f"{type(e).__name__}: {str(e)[:160]}"
                 rows.append(dict(M=M, K=K, N=N, config=config, form=label, us=us, **ref))
                 shown = us if isinstance(us, str) else f"{us:.2f}"
-                print(f"  bm{BM} bn{BN} bk{BK} sk{SK} s{st} wb{wb} {label}: {shown}", flush=True)
+                print("  bm{} bn{} bk{} sk{} s{} wb{} uw{} ".format(*key) + f"{label}: {shown}", flush=True)
         del ops, inputs
         with open(f"{out_dir}/gluon_ws.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--compile":  # offline, no GPU: python ... --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS
+    if sys.argv[1] == "--compile":  # offline, no GPU: python ... --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS[,UW]
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
-    elif sys.argv[1] == "--smoke":  # on the GPU, one config: python ... --smoke BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS
-        values = map(int, sys.argv[2].split(","))
-        problem = smoke(dict(zip(("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS"), values)))
+    elif sys.argv[1] == "--smoke":  # on the GPU, one config: python ... --smoke BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS,UW
+        problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
         print(problem or "ok")
         sys.exit(1 if problem else 0)
     else:
