@@ -6,18 +6,25 @@
 #   The 1-GPU vs 2-GPU wall-time ratio: benchmarks/device_ratio.sh.
 # Source benchmarks/device_setup.sh first; everything lands in $OUT.
 # Resume instead of a fresh store: STORE=.store/sweep_s12.db (carried; copied, never written in place),
-# and MS=64,96,128,192 for some M buckets only (default: all 19).
+# and MS=64,96,128,192 for some M buckets only (default: all 19); FAMILIES=dqmma to re-tune one family
+# (its GPU tests run first, and a failure stops the call before the sweep); DECODE=0 skips the decode run.
 set -uo pipefail
 day=$(date -u +%F)
 now() { python3 -c 'import time; print(f"{time.time():.1f}")'; }
 step() { echo "== $1 ($(date -u +%T))"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
-step "sweep llama-7b, --gpu all${STORE:+ (resuming $STORE)}"
+if [ -n "${FAMILIES:-}" ]; then
+  step "GPU tests of the kernels about to be swept"
+  timeout 120 python -m pytest -q -p no:warnings tests/test_gpu_kernels.py -k gluon 2>&1 | tail -3
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "kernel tests failed: no sweep"; exit 1; }
+fi
+
+step "sweep llama-7b, --gpu all${STORE:+ (resuming $STORE)}${FAMILIES:+, only $FAMILIES}"
 rm -f /tmp/sweep.db
 if [ -n "${STORE:-}" ]; then cp "$STORE" /tmp/sweep.db && chmod u+w /tmp/sweep.db || exit 1; fi
 t0=$(now)
-timeout ${SWEEP_S:-300} tunesearch sweep --gpu all --shapes llama-7b ${MS:+--m $MS} --trials ${TRIALS:-20} \
+timeout ${SWEEP_S:-300} tunesearch sweep --gpu all --shapes llama-7b ${MS:+--m $MS} --trials ${TRIALS:-20} ${FAMILIES:+--families $FAMILIES} \
   --time-budget ${BUDGET:-270} --db sqlite:////tmp/sweep.db > /tmp/sweep.log 2>&1
 echo "sweep rc=$? wall_s=$(python3 -c "print(round($(now) - $t0))")"
 grep -v "━" /tmp/sweep.log | tail -104
@@ -28,6 +35,7 @@ step "GPU tests: dispatch on the new table, the PTX blocks, unaligned activation
 TUNESEARCH_DISPATCH=$OUT/h200.json timeout 120 python -m pytest -q -p no:warnings tests/test_gpu_dispatch.py \
   tests/test_gpu_kernels.py tests/test_kernels.py -k "dispatch or ptx or pairs or gluon" 2>&1 | tail -3
 
+[ "${DECODE:-1}" = 0 ] && { step done; exit 0; }
 step "decode benchmark (8 blocks of 7B shapes, a CUDA graph per step)"
 timeout 100 tunesearch decode-bench --dispatch $OUT/h200.json --layers 8 --batch 1,4,16 --tokens 64 \
   --out $OUT/decode_h200_$day.json 2>&1 | tail -6

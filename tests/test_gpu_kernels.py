@@ -136,8 +136,8 @@ DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128),
 @pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
 def test_gluon_family_on_gpu(M, K, N, G):
     """dqmma (Gluon, no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
-    contiguous, transposed and misaligned activations (its copies then go through an aligned copy)
-    and through the dispatch launcher."""
+    contiguous, transposed and misaligned activations (TMA then reads an aligned copy), through the
+    dispatch launcher, and with misaligned weight views."""
     import torch
 
     from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
@@ -172,4 +172,12 @@ def test_gluon_family_on_gpu(M, K, N, G):
                 err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
                 if not err < 2e-3:  # NaN (an unwritten output) fails too
                     failures.append(f"{variant.id} {name} {run}: relative error {err:.3g}")
+    # weights TMA cannot read as they are (contiguous, but the base 4 or 2 bytes off 16): an aligned copy
+    off_p = torch.empty(packed.numel() + 1, dtype=packed.dtype, device="cuda")[1:].view(packed.shape).copy_(packed)
+    off_s = torch.empty(scales.numel() + 1, dtype=scales.dtype, device="cuda")[1:].view(scales.shape).copy_(scales)
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    matmul(a, off_p, off_s, picks[0], G, out=out)
+    err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+    if not err < 2e-3:
+        failures.append(f"{picks[0].id} sliced weights: relative error {err:.3g}")
     assert not failures, "\n".join(failures)

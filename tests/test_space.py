@@ -126,13 +126,28 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
             p = d.params
             assert p["num_warps"] == p["BM"] // 16 and 128 % p["BK"] == 0
             assert dqmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) <= hopper.shared_memory
-    assert heuristic_variants(128, 11008, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk64.sk1.w8.s8"
+    assert heuristic_variants(128, 11008, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk128.sk1.w8.s4"
     # its own rules, with reasons
     assert "BM must be 64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w4.s8"),
                                                      128, 11008, 4096, 128, hopper)
     assert "shared memory" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s8"),
                                             128, 11008, 4096, 128, hopper)
     assert "divide the group size" in variant_error(v, 128, 11008, 4096, 32, hopper)
+    assert "64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn256.bk64.sk1.w8.s3"),
+                                        128, 11008, 4096, 128, hopper)
+    assert "multiple of 16" in variant_error(v, 128, 11004, 4096, 128, hopper)  # scale rows of 2N bytes
+    # at bm128.bn128.bk128 four stages fit (the H200's best) and five do not
+    assert variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s4"), 128, 11008, 4096, 128, hopper) is None
+    assert "shared memory" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s5"),
+                                            128, 11008, 4096, 128, hopper)
+
+
+def test_dqmma_w_buffers_are_the_kernels():
+    # space counts dqmma's shared memory without importing the Gluon module: the two constants agree
+    from tunesearch.variants import dqmma
+    from tunesearch.variants.space import DQMMA_W_BUFFERS
+
+    assert dqmma.W_BUFFERS == DQMMA_W_BUFFERS
 
 
 def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):

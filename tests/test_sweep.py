@@ -63,6 +63,24 @@ def test_a_changed_search_space_resumes_in_a_study_of_its_own(tmp_path, interp, 
     assert len(Store(url).trials()) == 12
 
 
+def test_families_restricts_the_search_and_leaves_the_others(tmp_path, interp):
+    # re-tuning one family (after a kernel change): only its variants are measured, its own stored
+    # count is what --trials tops up, and the other families' trials stay in the store
+    url = f"sqlite:///{tmp_path}/ts.db"
+    assert run_sweep(Store(url), tiny()).trials_run == 8
+    before = {(t.m, t.variant_id) for t in Store(url).trials()}
+    had = {m: sum(1 for t in Store(url).trials() if t.m == m and t.family == "gemv") for m in (1, 3)}
+    only = run_sweep(Store(url), tiny(trials=5, families=("gemv",)))
+    trials = Store(url).trials()
+    new = [t for t in trials if (t.m, t.variant_id) not in before]
+    assert new and all(t.family == "gemv" for t in new)
+    assert only.trials_run == len(new) == sum(5 - n for n in had.values())
+    assert before <= {(t.m, t.variant_id) for t in trials}
+    for bad in (dict(families=("gemm", "nope")), dict(families=()), dict(families=("gemv",), fresh=True)):
+        with pytest.raises(ValueError):
+            tiny(**bad)
+
+
 def test_time_budget_stops_the_sweep(tmp_path, interp):
     store = Store(f"sqlite:///{tmp_path}/ts.db")
     result = run_sweep(store, tiny(time_budget=1e-6))

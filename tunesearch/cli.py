@@ -96,6 +96,8 @@ def sweep(
     workers: Optional[int] = typer.Option(None, help="parallel compile workers (default: CPU cores - 1)"),
     seed: int = typer.Option(0, help="sampler seed"),
     trial_timeout: float = typer.Option(300.0, min=1.0, help="seconds before a hung trial is killed (its worker restarted)"),
+    families: Optional[str] = typer.Option(None, help="search only these families, e.g. dqmma,swapab "
+                                           "(re-tune one after a kernel change; the others' trials stay)"),
     interpret_test: bool = typer.Option(False, hidden=True, help="TEST ONLY: interpreter, fake timings"),
 ):
     """Search every kernel variant family per (shape, M) with Optuna; every trial is stored."""
@@ -107,7 +109,9 @@ def sweep(
         settings = SweepSettings(shapes=parse_shapes(shapes), ms=parse_ms(m), group_size=group_size,
                                  trials=trials, time_budget=_parse_budget(time_budget), fresh=fresh,
                                  workers=workers, seed=seed, interpret_test=interpret_test,
-                                 trial_timeout=trial_timeout)
+                                 trial_timeout=trial_timeout,
+                                 families=None if families is None else
+                                 tuple(f.strip() for f in families.split(",") if f.strip()))
         for k, _ in settings.shapes:
             if k % group_size:
                 raise ValueError(f"K={k} is not a multiple of --group-size {group_size}")

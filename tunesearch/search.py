@@ -149,10 +149,11 @@ class KeySearch:
     """Search one key; every finished trial is committed to the store as it ends."""
 
     def __init__(self, store: Store, measurer, key: Key, *, code: str, gpu_id: int, sweep_id: int | None,
-                 versions: dict, limits=None, seed: int = 0, storage=None, sampler=None):
+                 versions: dict, limits=None, seed: int = 0, storage=None, sampler=None, families=None):
         self.store, self.measurer, self.key = store, measurer, key
         self.code, self.gpu_id, self.sweep_id, self.versions = code, gpu_id, sweep_id, versions
-        self.space = variant_space(key.m, key.n, key.k, key.group_size, limits)
+        self.space = [v for v in variant_space(key.m, key.n, key.k, key.group_size, limits)
+                      if families is None or v.family in families]
         self.by_family: dict[str, list[Variant]] = {}
         for v in self.space:
             self.by_family.setdefault(v.family, []).append(v)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
-from tunesearch.variants import DeviceLimits, spread_variants, variant_space
+from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants, variant_space
 
 from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, initial_queue,
                      neighbour_seeds)
@@ -28,12 +28,22 @@ class SweepSettings:
     interpret_test: bool = False  # TEST ONLY: interpreter 'timings'
     trial_timeout: float = 300.0  # seconds before a hung trial's worker is killed
     part: tuple[int, int] = (0, 1)  # this worker's share of the keys (index, count)
+    families: tuple[str, ...] | None = None  # search only these (None: every family the device runs)
+
+    def __post_init__(self):
+        if self.families is not None:
+            unknown = sorted(set(self.families) - set(FAMILIES))
+            if unknown or not self.families:
+                raise ValueError(f"unknown families {', '.join(unknown) or '(none given)'}; "
+                                 f"choose from {', '.join(FAMILIES)}")
+            if self.fresh:  # it would forget every family's trials of the key, not only these
+                raise ValueError("--fresh forgets a key's trials of every family: not with --families")
 
     def to_dict(self) -> dict:
         return dict(shapes=[list(s) for s in self.shapes], ms=self.ms, group_size=self.group_size,
                     trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
                     seed=self.seed, interpret_test=self.interpret_test, part=list(self.part),
-                    trial_timeout=self.trial_timeout)
+                    trial_timeout=self.trial_timeout, families=list(self.families or []) or None)
 
 
 @dataclass
@@ -72,10 +82,13 @@ def _versions(info, code: str) -> dict:
                 **{f"code_{family}": code_version(family) for family in FAMILY_SOURCES})
 
 
-def _key_done(store: Store, key: Key, trials: int, code: str, limits) -> bool:
-    """Already measured as many variants as this sweep would (resume without GPU setup)."""
-    measured = sum(1 for t in store.trials(key) if t.code_version == family_code(t.family, code))
-    return measured >= min(trials, len(variant_space(key.m, key.n, key.k, key.group_size, limits)))
+def _key_done(store: Store, key: Key, trials: int, code: str, limits, families=None) -> bool:
+    """Already measured as many variants (of ``families``, None: any) as this sweep would (resume
+    without GPU setup)."""
+    measured = sum(1 for t in store.trials(key)
+                   if t.code_version == family_code(t.family, code) and (families is None or t.family in families))
+    space = variant_space(key.m, key.n, key.k, key.group_size, limits)
+    return measured >= min(trials, sum(1 for v in space if families is None or v.family in families))
 
 
 def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
@@ -137,7 +150,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 delete_studies(key, storage)
             if progress:
                 progress.start_key(key)
-            if not settings.fresh and _key_done(store, key, settings.trials, code, limits):
+            if not settings.fresh and _key_done(store, key, settings.trials, code, limits, settings.families):
                 if progress:
                     progress.end_key(key)
                 continue
@@ -148,7 +161,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 store.set_baseline(key.gpu, key.m, key.n, key.k, fp16)
             search = KeySearch(store, measurer, key, code=code, gpu_id=gpu_row.id, sweep_id=sweep.id,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
-                               limits=limits)
+                               limits=limits, families=settings.families)
             search.fp16_us = fp16
             search.enqueue(initial_queue(neighbour_seeds(store, key, settings.ms),
                                          spread_variants(key.m, key.n, key.k, key.group_size, limits),

@@ -73,15 +73,21 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
     return None if warmup else out
 
 
-def a_copy_free(a: torch.Tensor) -> bool:
-    """Activations dqmma can copy as they are: unit stride along K, 16-byte aligned base and rows."""
-    return a.stride(1) == 1 and a.stride(0) % 8 == 0 and a.data_ptr() % 16 == 0
+def tma_aligned(a: torch.Tensor) -> bool:
+    """Activations dqmma's TMA can copy as they are: unit stride along K, 16-byte aligned base and rows."""
+    return a.stride(1) == 1 and (a.stride(0) * a.element_size()) % 16 == 0 and a.data_ptr() % 16 == 0
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """``t`` if TMA can read it as it is, else an aligned contiguous copy (a column slice of the weights
+    with unaligned rows: correct, and slow, since the copy is made per call)."""
+    return t if tma_aligned(t) else torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
-    if variant.family == "dqmma" and not a_copy_free(a):
-        a = torch.empty(a.shape, dtype=a.dtype, device=a.device).copy_(a)  # its 16-byte cp.async copies
+    if variant.family == "dqmma":
+        a = _tma_ready(a)
     M, K = a.shape
     N = packed.shape[1]
     p = variant.params
@@ -96,11 +102,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
     elif variant.family == "dqmma":
-        from .dqmma import dqmma_kernel  # Gluon: imported only where the family can run
-
-        kernel, grid = dqmma_kernel, (tiles_n, split_k, tiles_m)
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"], PTX=True,
-                    SWAP=False, PARTS=3)
+        kernel, grid = None, (tiles_n, split_k, tiles_m)  # its own arguments, below
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
     else:
         kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)
@@ -109,6 +112,15 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         locks = _locks(a.device, tiles_m * tiles_n)
     else:
         workspace = locks = out  # unused by the kernel when SPLIT_K == 1
+    if variant.family == "dqmma":  # Gluon: imported only where the family can run
+        from .dqmma import descriptors, dqmma_kernel, launch_registers
+
+        # TMA descriptors hold the base addresses: built per call (make_launcher leaves dqmma generic)
+        kernel = dqmma_kernel
+        args = (*descriptors(a, _tma_ready(packed), _tma_ready(scales), p["BM"], p["BN"], p["BK"]), out,
+                workspace, locks, M, N, K, out.stride(0), out.stride(1))
+        meta.update(GROUP=group_size, num_warps=p["num_warps"], maxnreg=launch_registers(p["BM"]))
+        return kernel, grid, args, meta
     args = (a, packed, scales, out, workspace, locks, M, N, K,
             a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),
             scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
@@ -147,7 +159,7 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     """
     generic = functools.partial(launch, variant, group_size=group_size)
     if (interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda"
-            or (variant.family == "dqmma" and not a_copy_free(a))):  # strides fixed here, copy per call
+            or variant.family == "dqmma"):  # its TMA descriptors hold the addresses: built per call
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)

@@ -1,45 +1,45 @@
-"""The dqmma family: a W4A16 tensor-core GEMM written in Gluon, for M = 64..192 on Hopper.
+"""The dqmma family: a warp-specialized W4A16 tensor-core GEMM in Gluon, for M = 64..256 on Hopper.
 
-Triton's `tl.dot` waits for every wgmma before the threads unpack the next block of weights
-(NOTES.md rows 15, 18, 35). Gluon (`triton.experimental.gluon`) exposes shared memory, cp.async
-groups and `warpgroup_mma` with a chosen wait depth, so the schedule is written down:
+Triton's `tl.dot` waits for every wgmma before the threads unpack the next block of weights (NOTES.md
+rows 15, 18, 35), and a Gluon kernel that runs one schedule in every warp still steps serially
+(copy wait, unpack, barrier, MMA issue: rows 39-41). Here each kind of work has warps of its own,
+handing buffers over through mbarriers:
 
-    block i:  wait for the copies of A_i and packed W_i -> unpack W_i (shared -> registers) -> store
-              to W buffer i % 3 -> fence, barrier -> wgmma(A_i, W_i) issued async -> wait until
-              <= 1 wgmma in flight -> copy A and packed W of block i+STAGES-2 into block i-2's slots
+    load (1 warp):     wait until ring slot s is free -> TMA A [BM, BK], packed W [BK/8, BN] and the
+                       block's scale row [1, BN] into it
+    unpack (4 warps):  wait for slot s -> packed W and scales to registers -> free the slot's W half
+                       -> unpack and scale (PTX) -> wait for W buffer b -> store fp16 W -> fence -> ready
+    MMA (BM/16 warps): wait for slot s and W buffer b -> wgmma async -> wait for the previous one ->
+                       free its A slot and W buffer; then the epilogue
 
-so the unpack of block i+1 runs while the tensor cores multiply block i. Buffers are reused two
-blocks later, after every warp has passed a barrier that follows its own wait for that block's MMA,
-so one barrier per block suffices for any number of warp groups.
+so the loader keeps STAGES blocks in flight, the unpack runs a buffer ahead of the MMA, and the tensor
+cores start as soon as both halves of a block are ready. TMA zero-fills rows past M and columns past N.
+The scale row travels with its block: loaded by the unpack warps from global memory, its L2 round trip
+gated every block (row 45: 45.96 -> 34.84 us at 4096x11008 M=128 with that and BK=128).
 
-Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two),
-BN = 64..256 (the wgmma N); BK = 64 or 128 (divides the group size: one scale row per block, folded
-into the fp16 weights, which is exactly dequantize's fp16 product). Split-K over whole BK blocks with
-the Triton families' deterministic reduction (fp32 partials, the last split sums them in order).
-The column strides of A, packed and scales must be 1 and A's rows 16-byte aligned (the launcher
-passes an aligned copy otherwise); C may have any strides.
-Not searched, kept for benchmarks/experiments/gluon_dqmma.py: SWAP (acc^T [BN, BM] = W^T A^T from
-transposed views of the same buffers, tokens as the wgmma N; slower at every key timed), PTX=False
-(the unpack in plain Gluon ops) and PARTS (timing anatomy: 1 the unpack without the MMA, 2 the MMA
-without the unpack; wrong results).
+Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two);
+BN = 64 or 128 (the wgmma N; 256 does not fit beside the unpack warps' registers); BK = 64 or 128,
+dividing the group size (one scale row per block, folded into the fp16 weights: exactly dequantize's
+fp16 product). Split-K over whole BK blocks with the Triton families' deterministic reduction.
+TMA needs A [M, K] with unit column stride and 16-byte aligned base and rows (the launcher copies A
+otherwise), packed and scales likewise (N a multiple of 8: the scales' rows are 2N bytes); C may have
+any strides. PARTS is timing anatomy only (benchmarks/experiments/gluon_ws.py): 1 the unpack without
+the MMA, 2 the MMA without the unpack; wrong results.
 
-Measured on the H200 (NOTES.md rows 39-41): 0.80-0.82x the Triton families' time at M=128 on the
-N >= 11008 llama-7b shapes (bm128.bn128, one split, 8 stages), slower at M <= 64 and on N = 4096.
-Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`);
-CI compiles it for sm_90 and checks its schedule in the SASS, the GPU tests check its results.
+Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
+compiles it for sm_90 and checks its schedule, the GPU tests check its results.
 """
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
-W_BUFFERS = gl.constexpr(3)  # a W buffer is rewritten two blocks after its MMA was issued (see the module docstring)
-
-
-@gluon.constexpr_function
-def _threads_along(n_vectors):
-    """Threads of a warp along a dimension holding ``n_vectors`` vectors (the rest go along the other)."""
-    return min(32, n_vectors)
+LOAD_WARPS = gl.constexpr(1)
+LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
+UNPACK_WARPS = 4  # 8 were no faster at M=64 and do not launch beside BM=128 (row 45)
+UNPACK_REGS = 128
+W_BUFFERS = 2  # fp16 W buffers between the unpack and the MMA (row 45: 2 at BK=128 beat 3 at BK=64)
 
 
 @gluon.jit
@@ -94,121 +94,137 @@ def _unpack_scaled_ptx(packed, s):
 
 
 @gluon.jit
-def _unpack_scaled(packed, s, L3: gl.constexpr):
-    """fp16 (q - 8) * s of a packed block [BK/8, BN] -> [BK, BN] in k order (row 8 k8 + j is nibble j)."""
-    j = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3)))
-    shifts = gl.expand_dims(gl.expand_dims(j * 4, 0), 2)  # [1, 8, 1]
-    codes = (gl.expand_dims(packed, 1) >> shifts) & 0xF  # mask after the shift: nibble 7 holds the sign bit
-    # 0x6400 | q is the fp16 1024 + q: an exact conversion without I2F; minus 1032 leaves q - 8
-    w = (codes | 0x6400).to(gl.int16).to(gl.float16, bitcast=True) - 1032.0
-    w = w * gl.expand_dims(gl.expand_dims(s, 0), 0)
-    return gl.reshape(w, [w.shape[0] * 8, w.shape[2]])
+def _mma_partition(a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks,
+                   BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, PARTS: gl.constexpr):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    WB: gl.constexpr = w_smem.type.shape[0]
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    acc = gl.zeros([BM, BN], gl.float32, ACC)
+    for i in range(n_blocks):
+        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+        mbarrier.wait(w_ready.index(i % WB), (i // WB) & 1)
+        if PARTS & 2:  # (anatomy only: without it C stays 0)
+            acc = warpgroup_mma(a_smem.index(i % STAGES), w_smem.index(i % WB), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        # block i-1's MMA is done: its A slot and its W buffer may be refilled
+        mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+        mbarrier.arrive(w_empty.index((i + WB - 1) % WB), pred=i > 0)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return (acc,)  # the default partition's results come back as a tuple
+
+
+# The worker partitions share one signature. Triton 3.6 hands a worker its constexpr arguments as int32
+# scalars, so the tile sizes come from the buffers' shapes and the group size and PARTS arrive as values.
+@gluon.jit
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                    w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
+    for i in range(n_blocks):
+        s = i % STAGES
+        phase = (i // STAGES) & 1
+        mbarrier.wait(a_empty.index(s), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
+        mbarrier.wait(p_empty.index(s), phase ^ 1)
+        bar = ready.index(s)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+        k = k_begin + i * BK
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        # the block's scale row rides with its weights (row 45: a global load of it in the unpack warps,
+        # even one block ahead, left every block waiting on an L2 round trip)
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
-def dqmma_kernel(
-    a_ptr, b_ptr, s_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_sg, stride_sn, stride_cm, stride_cn,
-    GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-    STAGES: gl.constexpr, PTX: gl.constexpr, SWAP: gl.constexpr, num_warps: gl.constexpr,
-    PARTS: gl.constexpr = 3,
-):
-    BK8: gl.constexpr = BK // 8
-    # the wgmma M (16 rows per warp) is the tokens, or with SWAP the weights' columns
-    gl.static_assert((BN if SWAP else BM) == 16 * num_warps, "16 rows of the wgmma M per warp")
-    gl.static_assert(BM % 8 == 0 and BM <= 256, "BM is a wgmma N with SWAP: a multiple of 8")
+def _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, UW: gl.constexpr):
+    STAGES: gl.constexpr = p_smem.type.shape[0]
+    WB: gl.constexpr = w_smem.type.shape[0]
+    BN: gl.constexpr = w_smem.type.shape[2]
+    # the packed block [BK/8, BN]: 4 words along n per thread, all eight nibbles of a word in its thread
+    TN: gl.constexpr = 32 if BN >= 128 else BN // 4
+    LP: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TN, TN], [UW, 1], [1, 0])
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        packed = p_smem.index(s).load(LP)
+        scale = gl.reshape(s_smem.index(s).load(LP), [BN])  # [1, BN] -> [BN]
+        fence_async_shared()  # these reads, ordered before the loader's next TMA write into the slot
+        mbarrier.arrive(p_empty.index(s))
+        b = i % WB
+        mbarrier.wait(w_empty.index(b), ((i // WB) & 1) ^ 1)
+        if parts % 2 == 1:  # (anatomy only: without it the MMA reads whatever the buffer holds)
+            w_smem.index(b).store(_unpack_scaled_ptx(packed, gl.convert_layout(scale, gl.SliceLayout(0, LP))))
+        fence_async_shared()  # the stores, visible to the tensor cores' proxy
+        mbarrier.arrive(w_ready.index(b))
+
+
+# One wrapper per unpack warp count: the layout needs the count as a constant, and a worker's own
+# constexpr arguments arrive as values.
+@gluon.jit
+def _unpack4_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 4)
+
+
+@gluon.jit
+def _unpack8_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 8)
+
+
+@gluon.jit
+def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
+                 GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                 SPLIT_K: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
+                 W_BUFFERS: gl.constexpr = W_BUFFERS, UNPACK_WARPS: gl.constexpr = UNPACK_WARPS,
+                 UNPACK_REGS: gl.constexpr = UNPACK_REGS, PARTS: gl.constexpr = 3):
+    gl.static_assert(BM == 16 * num_warps, "16 rows of the wgmma M per warp")
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    gl.static_assert(STAGES >= 3, "the A slot refilled in block i is block i-2's")
     pid_n = gl.program_id(0)
     pid_k = gl.program_id(1)
     pid_m = gl.program_id(2)
-
-    # layouts: A copied 16 bytes per thread along k; packed W 16 bytes per thread along n, all eight
-    # nibbles of a word in the thread that loaded it; the accumulator in wgmma's layout
-    TK: gl.constexpr = _threads_along(BK // 8)
-    LA: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TK, TK], [num_warps, 1], [1, 0])
-    TN: gl.constexpr = _threads_along(BN // 4)
-    L3: gl.constexpr = gl.BlockedLayout([1, 8, 4], [32 // TN, 1, TN], [num_warps, 1, 1], [2, 1, 0])
-    LP: gl.constexpr = gl.SliceLayout(1, L3)  # the packed block [BK/8, BN]
-    LS: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(0, L3))  # the scales [BN]
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BM if SWAP else BN, 16])
-    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK],
-                                       gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16))
-    # the packed blocks are copied and read back in the same layout, so each thread reads only the
-    # words it copied itself: no barrier between its wait for the copy and its read
-    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK8, BN],
-                                       gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
-    w_smem = gl.allocate_shared_memory(gl.float16, [W_BUFFERS, BK, BN],
-                                       gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
-
-    # this split's blocks: whole BK blocks, the last split possibly shorter or empty
     blocks_per_split = (K // BK + SPLIT_K - 1) // SPLIT_K
     first_block = pid_k * blocks_per_split
     n_blocks = gl.maximum(gl.minimum(K // BK - first_block, blocks_per_split), 0)
     k_begin = first_block * BK
 
-    offs_am = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, LA))
-    offs_ak = gl.arange(0, BK, layout=gl.SliceLayout(0, LA))
-    a_ptrs = a_ptr + gl.expand_dims(offs_am, 1) * stride_am + gl.expand_dims(k_begin + offs_ak, 0)
-    a_rows = gl.expand_dims(offs_am < M, 1)
-    offs_pk = gl.arange(0, BK8, layout=gl.SliceLayout(1, LP))
-    offs_pn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, LP))
-    b_ptrs = b_ptr + gl.expand_dims(k_begin // 8 + offs_pk, 1) * stride_bk + gl.expand_dims(offs_pn, 0)
-    b_cols = gl.expand_dims(offs_pn < N, 0)
-    offs_sn = pid_n * BN + gl.arange(0, BN, layout=LS)
-    s_cols = offs_sn < N
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    w_smem = gl.allocate_shared_memory(gl.float16, [W_BUFFERS, BK, BN],
+                                       gl.NVMMASharedLayout.get_default_for([BK, BN], gl.float16))
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    a_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    p_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    w_ready = gl.allocate_shared_memory(gl.int64, [W_BUFFERS, 1], mbarrier.MBarrierLayout())
+    w_empty = gl.allocate_shared_memory(gl.int64, [W_BUFFERS, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(a_empty.index(j), count=1)
+        mbarrier.init(p_empty.index(j), count=1)
+    for j in gl.static_range(W_BUFFERS):
+        mbarrier.init(w_ready.index(j), count=1)
+        mbarrier.init(w_empty.index(j), count=1)
 
-    # prologue: blocks 0 .. STAGES-3 (A and packed W) in flight, block 0's scales in registers
-    for p in gl.static_range(STAGES - 2):
-        async_copy.async_copy_global_to_shared(a_smem.index(p), a_ptrs + p * BK, mask=a_rows & (p < n_blocks))
-        async_copy.async_copy_global_to_shared(p_smem.index(p), b_ptrs + p * BK8 * stride_bk,
-                                               mask=b_cols & (p < n_blocks))
-        async_copy.commit_group()
-    s = gl.load(s_ptr + (k_begin // GROUP) * stride_sg + offs_sn, mask=s_cols & (n_blocks > 0), other=0.0)
+    worker_args = (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
+                   w_empty, pid_n, pid_m, k_begin, n_blocks, GROUP, PARTS)
+    (acc,) = gl.warp_specialize([
+        (_mma_partition, (a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks, BM, BN, num_warps, PARTS)),
+        (_load_partition, worker_args),
+        (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
+    ], [LOAD_WARPS, UNPACK_WARPS], [LOAD_REGS, UNPACK_REGS])
 
-    acc = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
-    for i in range(n_blocks):
-        # the next block's scales: in flight while this block is unpacked and multiplied
-        k_next = k_begin + (i + 1) * BK
-        s_next = gl.load(s_ptr + (k_next // GROUP) * stride_sg + offs_sn, mask=s_cols & (i + 1 < n_blocks),
-                         other=0.0)
-        async_copy.wait_group(STAGES - 3)  # this thread's copies of block i have landed
-        w_buf = w_smem.index(i % W_BUFFERS)
-        if PARTS & 1:  # (timing anatomy only: without it the MMA reads whatever the buffer holds)
-            packed = p_smem.index(i % STAGES).load(LP)
-            if PTX:
-                w_buf.store(_unpack_scaled_ptx(packed, gl.convert_layout(s, gl.SliceLayout(0, LP))))
-            else:
-                w_buf.store(_unpack_scaled(packed, s, L3))
-        fence_async_shared()  # the stores and copies above, visible to the tensor cores' proxy
-        gl.thread_barrier()  # ... from every thread
-        if PARTS & 2:  # (timing anatomy only: without it C stays 0)
-            if SWAP:  # C^T [BN, BM] = W^T [BN, BK] x A^T [BK, BM]: transposed views of the same buffers
-                acc = warpgroup_mma(w_buf.permute((1, 0)), a_smem.index(i % STAGES).permute((1, 0)), acc,
-                                    is_async=True)
-            else:
-                acc = warpgroup_mma(a_smem.index(i % STAGES), w_buf, acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))  # block i-1's MMA is done
-
-        # refill the slots of block i-2: every warp waited for its MMA and read its packed words
-        # before this block's barrier
-        refill = i + STAGES - 2
-        async_copy.async_copy_global_to_shared(a_smem.index(refill % STAGES), a_ptrs + refill * BK,
-                                               mask=a_rows & (refill < n_blocks))
-        async_copy.async_copy_global_to_shared(p_smem.index(refill % STAGES), b_ptrs + refill * BK8 * stride_bk,
-                                               mask=b_cols & (refill < n_blocks))
-        async_copy.commit_group()
-        s = s_next
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    async_copy.wait_group(0)
-
-    # epilogue: fp16 C tile, or the deterministic split-K reduction of the shipped kernels
-    # (with SWAP the accumulator's rows are C's columns)
-    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0 if SWAP else 1, ACC))
-    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1 if SWAP else 0, ACC))
-    cm = gl.expand_dims(offs_cm, 0 if SWAP else 1)
-    cn = gl.expand_dims(offs_cn, 1 if SWAP else 0)
+    # epilogue: fp16 C, or the Triton families' deterministic split-K reduction (fp32 partials, the
+    # last split to arrive sums them in order)
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BN, 16])
+    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
+    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
+    cm = gl.expand_dims(offs_cm, 1)
+    cn = gl.expand_dims(offs_cn, 0)
     mask = (cm < M) & (cn < N)
     c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
     if SPLIT_K == 1:
@@ -220,8 +236,40 @@ def dqmma_kernel(
         tile_id = pid_m * gl.num_programs(0) + pid_n
         arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
-            total = gl.full([BN, BM] if SWAP else [BM, BN], 0.0, gl.float32, layout=ACC)
+            total = gl.zeros([BM, BN], gl.float32, ACC)
             for part in range(SPLIT_K):
                 total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
             gl.store(c_ptrs, total.to(gl.float16), mask=mask)
             gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
+
+
+def shared_layouts(BM: int, BN: int, BK: int):
+    """Shared layouts of the three TMA boxes: A [BM, BK] swizzled for wgmma; packed W [BK/8, BN] and the
+    scale row [1, BN] plain (a 512-byte row is wider than any swizzle span; the unpack reads 16 bytes per
+    thread along it)."""
+    a = gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)
+    p = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+    s = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    return a, p, s
+
+
+def launch_registers(BM: int, unpack_warps: int = UNPACK_WARPS) -> int:
+    """maxnreg at launch. Every warp starts with it, so all of the CTA's warps (BM/16 for the MMA, the
+    loader padded to a warp group of 4, the unpackers) must fit an SM's 64K registers at that count;
+    the partitions then hand the loader's and unpackers' spare registers to the MMA warps."""
+    warps = BM // 16 + 4 + unpack_warps
+    return min(128, 65536 // (32 * warps) // 8 * 8)
+
+
+def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
+    """TMA descriptors of A, packed W and the scales for one launch (they hold the base addresses)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
+    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
+            TensorDescriptor.from_tensor(packed, [BK // 8, BN], p_layout),
+            TensorDescriptor.from_tensor(scales, [1, BN], s_layout))
+
+
+def grid(M: int, N: int, BM: int, BN: int, split_k: int) -> tuple[int, int, int]:
+    return triton.cdiv(N, BN), split_k, triton.cdiv(M, BM)

@@ -19,10 +19,10 @@ GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers gro
 # 54.6 vs 61.6 us on 4096x11008, 46.8 vs 62.9 on 11008x4096), at M=256 it lost (95 vs 67): the
 # sweep decides in between.
 SWAPAB_MAX_M = 256
-# The Gluon GEMM (variants/dqmma.py) beat the Triton families only at M=96..128 on the H200 (NOTES.md
-# rows 39-41: 0.80-0.82x at M=128 on the N >= 11008 shapes, slower at M <= 64 and M = 192 with the
-# configs tried): the sweep gets it a little either side of that.
-DQMMA_M = (64, 192)
+# The warp-specialized Gluon GEMM (variants/dqmma.py) beat the packaged table at M=64..128 on the H200
+# and tied the dequantize route at M=256 (NOTES.md row 45): the sweep decides across that range.
+DQMMA_M = (64, 256)
+DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
 FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -36,7 +36,7 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
                ("num_warps", "w"), ("num_stages", "s")),
     "dequant": (("BK", "bk"), ("BN", "bn"), ("num_warps", "w")),
     "dqchunk": (("BK", "bk"), ("BN", "bn"), ("MB", "mb"), ("num_warps", "w")),
-    # num_stages is the depth of its own cp.async ring (STAGES), num_warps = BM / 16
+    # num_stages is the depth of its own TMA ring (STAGES), num_warps = BM / 16 (the MMA warps)
     "dqmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s")),
 }
@@ -65,10 +65,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # multiplied while it is still in L2: the fp16 copy need never reach DRAM (dequant writes and
     # cuBLAS reads 2 bytes per weight, 4x the int4 stream, which is the M=1024 gap on the H200)
     "dqchunk": dict(BK=(32, 64), BN=(128,), MB=(8, 16, 32), num_warps=(4, 8)),
-    # the H200 probe's winner was bm128.bn128.bk64, one split, 8 stages (6 and 4 slower, BK=128 with
-    # 4 stages slower at M=64)
-    "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(1, 2, 4),
-                  num_warps=(4, 8), num_stages=(4, 6, 8)),
+    # BN=256 does not fit beside the unpack warps' registers; 2-6 stages of the ring (row 45's best:
+    # bm128.bn128.bk128, 4 stages)
+    "dqmma": dict(BM=(64, 128), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+                  num_warps=(4, 8), num_stages=(2, 3, 4, 6)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
 GLUON_FAMILIES = ("dqmma",)
@@ -184,10 +184,12 @@ def _gluon_runs(capability) -> bool:
     return True
 
 
-def dqmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
-    """dqmma's shared memory: its ring (A and packed W per stage) and three fp16 W buffers; equal to
-    the compiled kernels' figure at every config the H200 probe compiled."""
-    return stages * (BM * BK * 2 + BK // 8 * BN * 4) + 3 * BK * BN * 2
+def dqmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, w_buffers: int = DQMMA_W_BUFFERS) -> int:
+    """dqmma's shared memory: its ring (A, packed W and the scale row per stage), the fp16 W buffers and
+    the mbarriers (3 per stage, 2 per W buffer); the compiled kernel adds under 1 KB of alignment
+    (tests/test_experiments.py checks both bounds)."""
+    return (stages * (BM * BK * 2 + BK // 8 * BN * 4 + BN * 2) + w_buffers * BK * BN * 2
+            + 8 * (3 * stages + 2 * w_buffers))
 
 
 def next_pow2(x: int) -> int:
@@ -274,15 +276,15 @@ def _dqmma_error(p, M, N, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bm not in (64, 128) or warps != bm // 16:
         return f"dqmma's wgmma M is 16 rows per warp: BM must be 64 or 128 with num_warps = BM/16, got {bm}, {warps}"
-    if not 64 <= bn <= 256:
-        return f"dqmma's BN is the wgmma N: 64..256, got {bn}"
+    if bn not in (64, 128):
+        return f"dqmma's BN is the wgmma N, 64 or 128 beside the unpack warps' registers, got {bn}"
     if group_size % bk or bk < 64:
         return f"dqmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
-    if stages < 3:
-        return f"dqmma refills a ring slot two blocks after its MMA: num_stages >= 3, got {stages}"
-    if bm * bn // (32 * warps) > 128:
-        return f"{bm * bn // (32 * warps)} fp32 accumulator registers/thread (limit 128)"
-    smem = dqmma_shared_bytes(bm, bn, bk, stages)
+    if stages < 2:
+        return f"dqmma's loader runs ahead of the unpack: num_stages >= 2, got {stages}"
+    if N % 8:
+        return f"dqmma copies the scales by TMA: a row of 2N bytes must be a multiple of 16, N={N}"
+    smem = dqmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
     if smem > limits.shared_memory:
         return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
     if p["SPLIT_K"] * M * N * 4 > 256 << 20:
@@ -418,12 +420,12 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         for mb in (16, 8, 32):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
-    elif family == "dqmma":  # the H200 probe's winner first; its splits were slower at M=128
-        for bm in (128, 64):
-            for bn in (128, 64, 256):
-                for sk in (1, 2, 4):
-                    for stages in (8, 6, 4):
-                        yield dict(BM=bm, BN=bn, BK=64, SPLIT_K=sk, num_warps=bm // 16, num_stages=stages)
+    elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
+        for bm in ((128, 64) if M > 64 else (64,)):
+            tiles = cdiv(N, 128) * cdiv(M, bm)  # one split won at 86 tiles on 132 SMs (34.8 vs 49.7 us)
+            for sk in ((1, 2, 4) if 2 * tiles >= limits.num_sms else _split_order(tiles, limits, (1, 2, 4))):
+                for bk, stages in ((128, 4), (64, 6), (128, 3)):
+                    yield dict(BM=bm, BN=128, BK=bk, SPLIT_K=sk, num_warps=bm // 16, num_stages=stages)
     else:
         for bm in (min(128, max(16, mp)), 64, 32, 16):
             for bn in (128, 256, 64, 32):
