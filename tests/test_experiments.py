@@ -134,7 +134,8 @@ def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
     assert got["shared"] == got["buffers"]
 
 
-@pytest.mark.parametrize("config", ["128,128,64,1,6,3", "64,128,64,2,6,3", "128,128,128,1,4,2", "64,64,128,2,3,2"])
+@pytest.mark.parametrize("config", ["128,128,64,1,6,3", "64,128,64,2,6,3", "128,128,128,1,4,2", "64,64,128,2,3,2",
+                                    "128,256,64,3,4,2,4,1"])
 def test_dqmma_compiles_warp_specialized(config):
     # The dqmma family's kernel (variants/dqmma.py, through benchmarks/experiments/gluon_ws.py, whose
     # --compile takes the W buffer count too). Gluon has no interpreter, so CI checks that it compiles
@@ -142,10 +143,13 @@ def test_dqmma_compiles_warp_specialized(config):
     # TMA loads of A, packed W and the scale row (A's 256-byte rows at BK=128 take two boxes of the
     # 128-byte swizzle); register moves between the partitions; no spills; and shared memory within
     # what the family's validity rule counts (its figure + 1024).
+    # With MMA_LOADS (the 8th field; the family's BN=256) the MMA warps issue the loads: STAGES blocks
+    # in the unrolled prologue, one per block in the loop, and no loader partition.
     got = _compiled_offline("gluon_ws.py", "--compile", config)
-    BK = int(config.split(",")[2])
+    fields = [int(x) for x in config.split(",")]
+    BK, stages, mma_loads = fields[2], fields[4], len(fields) > 7 and fields[7]
     assert got["wgmma"] == BK // 16
     assert got["waits"] == ["gsb0, 0x1", "gsb0, 0x0"]
-    assert got["tma_loads"] == 3 + (BK > 64) and got["setmaxreg"] > 0
+    assert got["tma_loads"] == (3 + (BK > 64)) * (stages + 1 if mma_loads else 1) and got["setmaxreg"] > 0
     assert got["local"] == 0
     assert got["buffers"] <= got["shared"] <= got["buffers"] + 1024

@@ -133,8 +133,11 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
     assert "shared memory" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s8"),
                                             128, 11008, 4096, 128, hopper)
     assert "divide the group size" in variant_error(v, 128, 11008, 4096, 32, hopper)
-    assert "64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn256.bk64.sk1.w8.s3"),
-                                        128, 11008, 4096, 128, hopper)
+    assert "64, 128 or 256" in variant_error(Variant.from_id("dqmma.bm128.bn32.bk64.sk1.w8.s3"),
+                                             128, 11008, 4096, 128, hopper)
+    assert "BK must be 64" in variant_error(Variant.from_id("dqmma.bm128.bn256.bk128.sk1.w8.s3"),
+                                            128, 11008, 4096, 128, hopper)
+    assert variant_error(Variant.from_id("dqmma.bm128.bn256.bk64.sk1.w8.s4"), 256, 11008, 4096, 128, hopper) is None
     assert "multiple of 16" in variant_error(v, 128, 11004, 4096, 128, hopper)  # scale rows of 2N bytes
     # at bm128.bn128.bk128 four stages fit (the H200's best) and five do not
     assert variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s4"), 128, 11008, 4096, 128, hopper) is None

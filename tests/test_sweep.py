@@ -103,6 +103,36 @@ def test_cli_sweep_show_export(tmp_path, interp, monkeypatch):
     assert "2 buckets" in r.output
 
 
+def test_export_names_buckets_timed_with_other_kernel_code(tmp_path, interp):
+    # after a kernel change the store still holds the old code's trials; an export that took one of
+    # them unannounced would ship a time (and maybe a pick) this code never measured
+    import json
+
+    from sqlalchemy import update
+
+    from tunesearch.db.models import Trial
+
+    db = f"sqlite:///{tmp_path}/ts.db"
+    store = Store(db)
+    run_sweep(store, tiny())
+    m1 = sorted((t for t in store.trials() if t.m == 1), key=lambda t: t.us)
+    stale, runner_up = m1[-1], m1[0]  # the slowest, made the fastest and of another code
+    with store.session() as s:
+        s.execute(update(Trial).where(Trial.id == stale.id).values(code_version="0ld0ld0ld0ld", us=1e-3))
+        s.commit()
+    runner = CliRunner()
+    r = runner.invoke(app, ["export", str(tmp_path / "any.json"), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "1 of 2 buckets were timed with other kernel code" in r.output and stale.variant_id in r.output
+    bucket = json.loads((tmp_path / "any.json").read_text())["gpus"]["interpreter-test"]["shapes"]["256x72"]["buckets"][0]
+    assert bucket["variant"]["id"] == stale.variant_id and bucket["code"] == "0ld0ld0ld0ld"
+    r = runner.invoke(app, ["export", str(tmp_path / "cur.json"), "--db", db, "--current-code-only"])
+    assert r.exit_code == 0, r.output
+    assert "warning" not in r.output
+    bucket = json.loads((tmp_path / "cur.json").read_text())["gpus"]["interpreter-test"]["shapes"]["256x72"]["buckets"][0]
+    assert bucket["variant"]["id"] == runner_up.variant_id and bucket["code"] == runner_up.code_version
+
+
 def test_sweep_without_gpu_fails_with_one_clear_line(tmp_path):
     import torch
 

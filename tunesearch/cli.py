@@ -180,18 +180,29 @@ def export(
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     gpu: Optional[str] = typer.Option(None, help="only this GPU (default: every GPU in the store)"),
     merge: bool = typer.Option(False, help="merge into an existing table instead of replacing it"),
+    current_code_only: bool = typer.Option(False, help="only trials timed with this tree's kernel code "
+                                           "(default: any, with a warning naming the others)"),
 ):
     """Write the best variant per (GPU, shape, M bucket) as a dispatch table."""
     from tunesearch.dispatch import DispatchError
     from tunesearch.export import export as do_export
+    from tunesearch.export import stale_buckets
 
     store = _open_store(db)
     try:
-        table = do_export(store, path, gpu=gpu, merge=merge)
+        table = do_export(store, path, gpu=gpu, merge=merge, current_code_only=current_code_only)
     except (ValueError, DispatchError) as exc:
         _fail(str(exc), 1)
     n = sum(len(s["buckets"]) for g in table["gpus"].values() for s in g["shapes"].values())
     console.print(f"wrote {path}: {len(table['gpus'])} GPU(s), {n} buckets")
+    stale = stale_buckets(table)
+    if stale:  # a kernel changed since those trials: their variant may now run at another speed
+        console.print(f"[yellow]warning:[/yellow] {len(stale)} of {n} buckets were timed with other kernel "
+                      "code than this tree's (re-sweep those keys, or --current-code-only):")
+        for line in stale[:20]:
+            console.print(f"  {line}", markup=False)
+        if len(stale) > 20:
+            console.print(f"  ... and {len(stale) - 20} more")
 
 
 @app.command()

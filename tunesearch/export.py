@@ -12,10 +12,25 @@ from tunesearch.db import Store
 SCHEMA = "tunesearch.dispatch/1"
 
 
-def build_table(store: Store, gpu: str | None = None) -> dict:
+def current_code(family: str) -> str:
+    """The kernel code of ``family`` in this tree (what a trial must have been timed with to count
+    as a measurement of the kernels this tunesearch would launch)."""
+    from .search import code_version, family_code
+
+    return family_code(family, code_version())
+
+
+def stale_buckets(table: dict) -> list[str]:
+    """'GPU KxN M=m variant (code)' for each bucket timed with other kernel code than this tree's."""
+    return [f"{name} {shape} M={b['m_max']} {b['variant']['id']} ({b.get('code')})"
+            for name, entry in table["gpus"].items() for shape, v in entry["shapes"].items()
+            for b in v["buckets"] if b.get("code") != current_code(b["variant"]["family"])]
+
+
+def build_table(store: Store, gpu: str | None = None, current_code_only: bool = False) -> dict:
     gpus: dict[str, dict] = {}
     known = {g.name: g for g in store.gpus()}  # newest environment per name wins (ordered)
-    for t in store.best_trials(gpu):
+    for t in store.best_trials(gpu, code_of=current_code if current_code_only else None):
         g = known.get(t.gpu_name)
         entry = gpus.setdefault(t.gpu_name, {
             "name": t.gpu_name,
@@ -69,8 +84,9 @@ def write_atomic(path: str | os.PathLike, data: dict) -> None:
         raise
 
 
-def export(store: Store, path, gpu: str | None = None, merge: bool = False) -> dict:
-    table = build_table(store, gpu)
+def export(store: Store, path, gpu: str | None = None, merge: bool = False,
+           current_code_only: bool = False) -> dict:
+    table = build_table(store, gpu, current_code_only)
     if not table["gpus"]:
         raise ValueError(f"the store {store.url} has no successful trials"
                          + (f" for GPU {gpu!r}" if gpu else ""))

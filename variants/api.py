@@ -119,7 +119,11 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         kernel = dqmma_kernel
         args = (*descriptors(a, _tma_ready(packed), _tma_ready(scales), p["BM"], p["BN"], p["BK"]), out,
                 workspace, locks, M, N, K, out.stride(0), out.stride(1))
-        meta.update(GROUP=group_size, num_warps=p["num_warps"], maxnreg=launch_registers(p["BM"]))
+        # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
+        # that N=256's wgmma needs fit the SM at launch
+        loads = p["BN"] == 256
+        meta.update(GROUP=group_size, num_warps=p["num_warps"], MMA_LOADS=loads,
+                    maxnreg=launch_registers(p["BM"], mma_loads=loads))
         return kernel, grid, args, meta
     args = (a, packed, scales, out, workspace, locks, M, N, K,
             a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),

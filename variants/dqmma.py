@@ -18,12 +18,16 @@ The scale row travels with its block: loaded by the unpack warps from global mem
 gated every block (row 45: 45.96 -> 34.84 us at 4096x11008 M=128 with that and BK=128).
 
 Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two);
-BN = 64 or 128 (the wgmma N; 256 does not fit beside the unpack warps' registers); BK = 64 or 128,
+BN = 64, 128 or 256 (the wgmma N); BK = 64 or 128 (64 at BN=256: an unpack thread holds BK/2 words),
 dividing the group size (one scale row per block, folded into the fp16 weights: exactly dequantize's
 fp16 product). Split-K over whole BK blocks with the Triton families' deterministic reduction.
 TMA needs A [M, K] with unit column stride and 16-byte aligned base and rows (the launcher copies A
 otherwise), packed and scales likewise (N a multiple of 8: the scales' rows are 2N bytes); C may have
-any strides. PARTS is timing anatomy only (benchmarks/experiments/gluon_ws.py): 1 the unpack without
+any strides. MMA_LOADS (the family sets it at BN=256): no loader partition, the MMA warps issue the
+TMA into the slot of the block whose MMA just finished, once the unpack has read its packed half; the
+CTA is then 4 warps smaller (the loader is padded to a warp group), so 168 registers a thread fit the SM
+at launch, which N=256's wgmma needs (ptxas holds every partition to the launch's count; row 47).
+PARTS is timing anatomy only (benchmarks/experiments/gluon_ws.py): 1 the unpack without
 the MMA, 2 the MMA without the unpack; wrong results.
 
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
@@ -94,12 +98,36 @@ def _unpack_scaled_ptx(packed, s):
 
 
 @gluon.jit
-def _mma_partition(a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks,
-                   BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, PARTS: gl.constexpr):
+def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, k_begin, group):
+    """TMA of block i (A, packed W and its scale row) into ring slot i % STAGES, completing ready[slot]."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
+    s = i % STAGES
+    bar = ready.index(s)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+    k = k_begin + i * BK
+    tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+    tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+    # the block's scale row rides with its weights (row 45: a global load of it in the unpack warps,
+    # even one block ahead, left every block waiting on an L2 round trip)
+    tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+
+
+@gluon.jit
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, PARTS: gl.constexpr,
+                   MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready,
+                   a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks, group):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     WB: gl.constexpr = w_smem.type.shape[0]
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 16])
+    if MMA_LOADS:  # no loader partition: these warps fill the ring, first all of it
+        for j in gl.static_range(STAGES):
+            if j < n_blocks:
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, pid_n, pid_m, k_begin,
+                             group)
     acc = gl.zeros([BM, BN], gl.float32, ACC)
     for i in range(n_blocks):
         mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
@@ -108,8 +136,15 @@ def _mma_partition(a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks,
             acc = warpgroup_mma(a_smem.index(i % STAGES), w_smem.index(i % WB), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
         # block i-1's MMA is done: its A slot and its W buffer may be refilled
-        mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
         mbarrier.arrive(w_empty.index((i + WB - 1) % WB), pred=i > 0)
+        if MMA_LOADS:
+            refill = i - 1 + STAGES  # into block i-1's slot, once the unpack has read its packed half
+            if (i > 0) & (refill < n_blocks):
+                mbarrier.wait(p_empty.index((i - 1) % STAGES), ((i - 1) // STAGES) & 1)
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, pid_n, pid_m,
+                             k_begin, group)
+        else:
+            mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     return (acc,)  # the default partition's results come back as a tuple
 
@@ -120,22 +155,11 @@ def _mma_partition(a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks,
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
                     w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
     STAGES: gl.constexpr = a_smem.type.shape[0]
-    BM: gl.constexpr = a_smem.type.shape[1]
-    BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = p_smem.type.shape[2]
     for i in range(n_blocks):
-        s = i % STAGES
         phase = (i // STAGES) & 1
-        mbarrier.wait(a_empty.index(s), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
-        mbarrier.wait(p_empty.index(s), phase ^ 1)
-        bar = ready.index(s)
-        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        k = k_begin + i * BK
-        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        # the block's scale row rides with its weights (row 45: a global load of it in the unpack warps,
-        # even one block ahead, left every block waiting on an L2 round trip)
-        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+        mbarrier.wait(a_empty.index(i % STAGES), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
+        mbarrier.wait(p_empty.index(i % STAGES), phase ^ 1)
+        _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, k_begin, group)
 
 
 @gluon.jit
@@ -180,7 +204,8 @@ def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  GROUP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                  SPLIT_K: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
                  W_BUFFERS: gl.constexpr = W_BUFFERS, UNPACK_WARPS: gl.constexpr = UNPACK_WARPS,
-                 UNPACK_REGS: gl.constexpr = UNPACK_REGS, PARTS: gl.constexpr = 3):
+                 UNPACK_REGS: gl.constexpr = UNPACK_REGS, MMA_LOADS: gl.constexpr = False,
+                 PARTS: gl.constexpr = 3):
     gl.static_assert(BM == 16 * num_warps, "16 rows of the wgmma M per warp")
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
@@ -211,11 +236,21 @@ def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
 
     worker_args = (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
                    w_empty, pid_n, pid_m, k_begin, n_blocks, GROUP, PARTS)
-    (acc,) = gl.warp_specialize([
-        (_mma_partition, (a_smem, w_smem, ready, a_empty, w_ready, w_empty, n_blocks, BM, BN, num_warps, PARTS)),
-        (_load_partition, worker_args),
-        (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
-    ], [LOAD_WARPS, UNPACK_WARPS], [LOAD_REGS, UNPACK_REGS])
+    if MMA_LOADS:  # 4 warps fewer (the loader is padded to a warp group): more registers for all at launch
+        (acc,) = gl.warp_specialize([
+            (_mma_partition, (BM, BN, num_warps, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
+                              w_smem, ready, a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks,
+                              GROUP)),
+            (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
+        ], [UNPACK_WARPS], [UNPACK_REGS])
+    else:
+        (acc,) = gl.warp_specialize([
+            (_mma_partition, (BM, BN, num_warps, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
+                              w_smem, ready, a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks,
+                              GROUP)),
+            (_load_partition, worker_args),
+            (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
+        ], [LOAD_WARPS, UNPACK_WARPS], [LOAD_REGS, UNPACK_REGS])
 
     # epilogue: fp16 C, or the Triton families' deterministic split-K reduction (fp32 partials, the
     # last split to arrive sums them in order)
@@ -253,12 +288,13 @@ def shared_layouts(BM: int, BN: int, BK: int):
     return a, p, s
 
 
-def launch_registers(BM: int, unpack_warps: int = UNPACK_WARPS) -> int:
+def launch_registers(BM: int, unpack_warps: int = UNPACK_WARPS, mma_loads: bool = False) -> int:
     """maxnreg at launch. Every warp starts with it, so all of the CTA's warps (BM/16 for the MMA, the
-    loader padded to a warp group of 4, the unpackers) must fit an SM's 64K registers at that count;
-    the partitions then hand the loader's and unpackers' spare registers to the MMA warps."""
-    warps = BM // 16 + 4 + unpack_warps
-    return min(128, 65536 // (32 * warps) // 8 * 8)
+    loader padded to a warp group of 4 unless the MMA warps issue the loads, the unpackers) must fit an
+    SM's 64K registers at that count; the partitions then hand the loader's and unpackers' spare
+    registers to the MMA warps. ptxas holds every partition's code to it: a wgmma of N=256 needs 154."""
+    warps = BM // 16 + (0 if mma_loads else 4) + unpack_warps
+    return min(168 if mma_loads else 128, 65536 // (32 * warps) // 8 * 8)
 
 
 def descriptors(a, packed, scales, BM: int, BN: int, BK: int):

@@ -65,9 +65,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # multiplied while it is still in L2: the fp16 copy need never reach DRAM (dequant writes and
     # cuBLAS reads 2 bytes per weight, 4x the int4 stream, which is the M=1024 gap on the H200)
     "dqchunk": dict(BK=(32, 64), BN=(128,), MB=(8, 16, 32), num_warps=(4, 8)),
-    # BN=256 does not fit beside the unpack warps' registers; 2-6 stages of the ring (row 45's best:
-    # bm128.bn128.bk128, 4 stages)
-    "dqmma": dict(BM=(64, 128), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+    # 2-6 stages of the ring (row 45's best: bm128.bn128.bk128, 4 stages); BN=256 (its MMA warps issue
+    # the TMA, row 47) won at 4096x22016 M=128 and 4096x11008 M=256 only
+    "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(1, 2, 4),
                   num_warps=(4, 8), num_stages=(2, 3, 4, 6)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -276,8 +276,10 @@ def _dqmma_error(p, M, N, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bm not in (64, 128) or warps != bm // 16:
         return f"dqmma's wgmma M is 16 rows per warp: BM must be 64 or 128 with num_warps = BM/16, got {bm}, {warps}"
-    if bn not in (64, 128):
-        return f"dqmma's BN is the wgmma N, 64 or 128 beside the unpack warps' registers, got {bn}"
+    if bn not in (64, 128, 256):
+        return f"dqmma's BN is the wgmma N: 64, 128 or 256, got {bn}"
+    if bn == 256 and bk != 64:
+        return f"at BN=256 an unpack thread holds BK/2 words of a block: BK must be 64, got {bk}"
     if group_size % bk or bk < 64:
         return f"dqmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
     if stages < 2:

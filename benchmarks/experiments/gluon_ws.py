@@ -30,7 +30,7 @@ def unpack_registers(UNPACK_WARPS):
 
 
 def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, UNPACK_WARPS=4,
-                group_size=128):
+                MMA_LOADS=0, group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
     N = packed.shape[1]
@@ -40,11 +40,11 @@ def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, 
     args = (*descriptors(a, packed, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
                 PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
-                num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS))
+                MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS))
     return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
 
 
-def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, PARTS=3, group_size=128):
+def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0, PARTS=3, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -56,7 +56,7 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, PART
     a_desc, p_desc, s_desc = descriptors(a, packed, scales, BM, BN, BK)
     consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
                   PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
-                  num_warps=BM // 16, stride_cn=1)
+                  MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, stride_cn=1)
     types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
                  c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in dqmma_kernel.arg_names}
@@ -64,7 +64,7 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, PART
     src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS)))
+                          options=dict(num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS)))
 
 
 def shared_bytes(BM, BN, BK, STAGES, W_BUFFERS):
@@ -75,12 +75,12 @@ def shared_bytes(BM, BN, BK, STAGES, W_BUFFERS):
     return dqmma_shared_bytes(BM, BN, BK, STAGES, W_BUFFERS)
 
 
-def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4) -> dict:
+def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma and their waits, TMA loads, the partitions'
     register moves, shared memory, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources
 
-    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS)
+    compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS, MMA_LOADS)
     sass = disassemble(compiled)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass),
                 waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
@@ -95,14 +95,18 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4) -> dict:
 KEYS = [(64, 4096, 11008), (128, 4096, 11008), (128, 4096, 12288), (128, 4096, 22016), (128, 4096, 4096),
         (128, 11008, 4096), (256, 4096, 11008)]
 # (BN=256 does not fit: 16 warps at maxnreg 128, and its accumulator needs ~154 registers a thread.)
-CONFIGS = {64: [(64, 128, 64, 1, 6, 3, 4), (64, 128, 128, 1, 4, 2, 4), (64, 128, 128, 1, 4, 2, 8),
-                (64, 128, 128, 1, 5, 2, 4)],
-           128: [(128, 128, 64, 1, 6, 3, 4), (128, 128, 128, 1, 3, 2, 4), (128, 128, 128, 1, 4, 2, 4),
-                 (128, 128, 64, 4, 6, 3, 4), (128, 128, 128, 2, 3, 2, 4), (64, 128, 128, 2, 4, 2, 8)],
-           256: [(128, 128, 64, 1, 6, 3, 4), (128, 128, 128, 1, 3, 2, 4), (128, 128, 128, 1, 4, 2, 4)]}
+CONFIGS = {64: [(64, 256, 64, 1, 4, 2, 4, 1), (64, 128, 128, 1, 4, 2, 4, 0), (64, 128, 128, 1, 4, 2, 4, 1),
+                (64, 256, 64, 2, 4, 2, 4, 1)],
+           128: [(128, 256, 64, 3, 4, 2, 4, 1), (128, 128, 128, 1, 4, 2, 4, 0), (128, 128, 128, 1, 4, 2, 4, 1),
+                 (128, 256, 64, 1, 4, 2, 4, 1), (128, 256, 64, 2, 4, 2, 4, 1), (128, 256, 64, 4, 4, 2, 4, 1)],
+           256: [(128, 256, 64, 1, 4, 2, 4, 1), (128, 128, 128, 1, 4, 2, 4, 0), (128, 256, 64, 2, 4, 2, 4, 1)]}
+# Row 45's sets, (BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS) with the loader partition:
+# 64: (64,128,64,1,6,3,4) (64,128,128,1,4,2,4) (64,128,128,1,4,2,8) (64,128,128,1,5,2,4); 128: (128,128,64,1,6,3,4)
+# (128,128,128,1,3,2,4) (128,128,128,1,4,2,4) (128,128,64,4,6,3,4) (128,128,128,2,3,2,4) (64,128,128,2,4,2,8);
+# 256: (128,128,64,1,6,3,4) (128,128,128,1,3,2,4) (128,128,128,1,4,2,4).
 # (UNPACK_WARPS=8 beside BM=128 does not launch: worker partitions are padded to warp groups, and 8 MMA
 # + 4 + 8 warps exceed 512 threads at 128 registers.)
-FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS")
+FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS", "MMA_LOADS")
 
 
 # Mask edges for the smoke check: M across the row tiles (65, 130), N no multiple of BN (200), K of one
@@ -125,7 +129,7 @@ def smoke(config) -> str | None:
     return None
 
 
-def smoke_in_child(config, timeout_s=90) -> str | None:
+def smoke_in_child(config, timeout_s=45) -> str | None:
     """``smoke`` in a process of its own, so that a hang (a barrier waited on with the wrong phase never
     completes) costs this config its timeout instead of the whole probe."""
     import subprocess
@@ -161,7 +165,7 @@ def main(out_dir):
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id}) | "
               f"dqmma {ref['dqmma']:.2f}", flush=True)
         for n, key in enumerate(CONFIGS[M]):
-            forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n < 2 else [])
+            forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else [])
             if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
                 smoked[key] = smoke_in_child(dict(zip(FIELDS, key)))
             for parts, label in forms:
@@ -181,7 +185,7 @@ def main(out_dir):
                     us = f"{type(e).__name__}: {str(e)[:160]}"
                 rows.append(dict(M=M, K=K, N=N, config=config, form=label, us=us, **ref))
                 shown = us if isinstance(us, str) else f"{us:.2f}"
-                print("  bm{} bn{} bk{} sk{} s{} wb{} uw{} ".format(*key) + f"{label}: {shown}", flush=True)
+                print("  bm{} bn{} bk{} sk{} s{} wb{} uw{} mmaloads{} ".format(*key) + f"{label}: {shown}", flush=True)
         del ops, inputs
         with open(f"{out_dir}/gluon_ws.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
