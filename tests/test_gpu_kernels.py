@@ -151,6 +151,7 @@ def test_gluon_family_on_gpu(M, K, N, G):
     rng = random.Random(f"dqmma-{M}-{K}-{N}-{G}")
     picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == "dqmma"]
     picks += [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
+    picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
     picks += rng.sample(space, min(3, len(space)))
     gen = torch.Generator().manual_seed(M + N + K)
     packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)

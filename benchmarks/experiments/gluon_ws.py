@@ -11,7 +11,8 @@ The probe first runs each config on small mask-edge shapes in a child process wi
 barrier phase hangs rather than fails: that config is then recorded HANG and skipped), checks it at the
 key against A @ dequantize(W), and only then times it, beside the packaged table's pick, cuBLAS fp16
 and the family's bm128.bn128.bk128 4-stage variant through tunesearch's own launch path (the same
-kernel: the two should agree). Timed on the H200: NOTES.md rows 45-46.
+kernel: the two should agree). Timed on the H200: NOTES.md rows 45-47 (MMA_LOADS, the 8th config field:
+the MMA warps issue the TMA, no loader partition; the family's form at BN=256).
 """
 import json
 import sys
