@@ -73,9 +73,9 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
     return None if warmup else out
 
 
-def tma_aligned(a: torch.Tensor) -> bool:
-    """Activations dqmma's TMA can copy as they are: unit stride along K, 16-byte aligned base and rows."""
-    return a.stride(1) == 1 and (a.stride(0) * a.element_size()) % 16 == 0 and a.data_ptr() % 16 == 0
+def tma_aligned(t: torch.Tensor) -> bool:
+    """An operand dqmma's TMA can read as it is: unit column stride, 16-byte aligned base and rows."""
+    return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
 
 
 def _tma_ready(t: torch.Tensor) -> torch.Tensor:
@@ -102,7 +102,7 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
     elif variant.family == "dqmma":
-        kernel, grid = None, (tiles_n, split_k, tiles_m)  # its own arguments, below
+        kernel, grid = None, (tiles_n, split_k, tiles_m)  # the kernel and its TMA arguments: below
         meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
     else:
         kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
