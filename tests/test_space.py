@@ -162,3 +162,18 @@ def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
         line = _families_line(0)
         assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
         assert ("dqmma off" in line) != gluon and ("dqchunk, dqmma" in line) == gluon
+
+
+def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, tmp_path):
+    # `--families dqmma` on a GPU without Gluon would otherwise measure nothing and say "0 new trials"
+    from typer.testing import CliRunner
+
+    import tunesearch.gpu as gpu
+    from tunesearch.cli import app
+    from tunesearch.variants import DeviceLimits
+
+    monkeypatch.setattr(gpu, "resolve_devices", lambda spec: [0])
+    monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=False)))
+    db = f"sqlite:///{tmp_path}/ts.db"
+    r = CliRunner().invoke(app, ["sweep", "--families", "dqmma", "--db", db])
+    assert r.exit_code == 1 and "none of them runs on GPU X" in r.output
