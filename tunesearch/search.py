@@ -137,6 +137,12 @@ class _OneReadPerTrial:
         return getattr(self._storage, name)
 
 
+def key_space(key: Key, limits=None, families=None) -> list[Variant]:
+    """The variants a search of ``key`` draws from: the device's space, of ``families`` only (None: all)."""
+    return [v for v in variant_space(key.m, key.n, key.k, key.group_size, limits)
+            if families is None or v.family in families]
+
+
 def optuna_params(variant: Variant) -> dict:
     return {"family": variant.family, **{f"{variant.family}.{k}": v for k, v in variant.params.items()}}
 
@@ -152,8 +158,7 @@ class KeySearch:
                  versions: dict, limits=None, seed: int = 0, storage=None, sampler=None, families=None):
         self.store, self.measurer, self.key = store, measurer, key
         self.code, self.gpu_id, self.sweep_id, self.versions = code, gpu_id, sweep_id, versions
-        self.space = [v for v in variant_space(key.m, key.n, key.k, key.group_size, limits)
-                      if families is None or v.family in families]
+        self.space = key_space(key, limits, families)
         self.by_family: dict[str, list[Variant]] = {}
         for v in self.space:
             self.by_family.setdefault(v.family, []).append(v)

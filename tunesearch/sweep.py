@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
-from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants, variant_space
+from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
 from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, initial_queue,
-                     neighbour_seeds)
+                     key_space, neighbour_seeds)
 
 log = logging.getLogger("tunesearch")
 
@@ -87,8 +87,7 @@ def _key_done(store: Store, key: Key, trials: int, code: str, limits, families=N
     without GPU setup)."""
     measured = sum(1 for t in store.trials(key)
                    if t.code_version == family_code(t.family, code) and (families is None or t.family in families))
-    space = variant_space(key.m, key.n, key.k, key.group_size, limits)
-    return measured >= min(trials, sum(1 for v in space if families is None or v.family in families))
+    return measured >= min(trials, len(key_space(key, limits, families)))
 
 
 def _make_measurer(store: Store, device: int | None, settings: SweepSettings):
