@@ -11,7 +11,7 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import CUBLAS_FAMILIES, GLUON_FAMILIES, Variant, cdiv, chunk_columns, interpreting, variant_error
+from .space import CUBLAS_FAMILIES, Variant, cdiv, chunk_columns, interpreting, variant_error
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
@@ -86,27 +86,11 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
 
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
-    if variant.family == "dqmma":
-        a = _tma_ready(a)
     M, K = a.shape
     N = packed.shape[1]
     p = variant.params
     split_k = p.get("SPLIT_K", 1)
     tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
-    if variant.family == "gemv":
-        kernel, grid = gemv_kernel, (tiles_n, split_k, tiles_m)
-        # gemv pipelines its loop itself (registers); Triton's pipeliner has nothing to do
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"],
-                    A_PAIRS=a_pairs_ok(a), PTX=not interpreting())
-    elif variant.family == "swapab":
-        kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
-    elif variant.family == "dqmma":
-        kernel, grid = None, (tiles_n, split_k, tiles_m)  # the kernel and its TMA arguments: below
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"])
-    else:
-        kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)
     if split_k > 1:
         workspace = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
         locks = _locks(a.device, tiles_m * tiles_n)
@@ -116,21 +100,31 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         from .dqmma import descriptors, dqmma_kernel, launch_registers
 
         # TMA descriptors hold the base addresses: built per call (make_launcher leaves dqmma generic)
-        kernel = dqmma_kernel
-        args = (*descriptors(a, _tma_ready(packed), _tma_ready(scales), p["BM"], p["BN"], p["BK"]), out,
-                workspace, locks, M, N, K, out.stride(0), out.stride(1))
+        args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), p["BM"], p["BN"], p["BK"]),
+                out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
         # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
         # that N=256's wgmma needs fit the SM at launch
         loads = p["BN"] == 256
-        meta.update(GROUP=group_size, num_warps=p["num_warps"], MMA_LOADS=loads,
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"],
+                    GROUP=group_size, num_warps=p["num_warps"], MMA_LOADS=loads,
                     maxnreg=launch_registers(p["BM"], mma_loads=loads))
-        return kernel, grid, args, meta
+        return dqmma_kernel, (tiles_n, split_k, tiles_m), args, meta
+    if variant.family == "gemv":
+        kernel, grid = gemv_kernel, (tiles_n, split_k, tiles_m)
+        # gemv pipelines its loop itself (registers); Triton's pipeliner has nothing to do
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"],
+                    A_PAIRS=a_pairs_ok(a), PTX=not interpreting())
+    elif variant.family == "swapab":
+        kernel, grid = swapab_kernel, (tiles_n, split_k, tiles_m)
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, PTX=not interpreting())
+    else:
+        kernel, grid = gemm_kernel, (tiles_m * tiles_n, split_k, 1)
+        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], GROUP_M=p.get("GROUP_M", 1), SPLIT_K=split_k)
     args = (a, packed, scales, out, workspace, locks, M, N, K,
             a.stride(0), a.stride(1), packed.stride(0), packed.stride(1),
             scales.stride(0), scales.stride(1), out.stride(0), out.stride(1))
-    meta.update(GROUP=group_size, num_warps=p["num_warps"])
-    if variant.family not in GLUON_FAMILIES:  # a Gluon kernel's stages are its own (STAGES)
-        meta.update(num_stages=1 if variant.family == "gemv" else p["num_stages"])
+    meta.update(GROUP=group_size, num_warps=p["num_warps"],
+                num_stages=1 if variant.family == "gemv" else p["num_stages"])
     return kernel, grid, args, meta
 
 
