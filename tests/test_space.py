@@ -154,12 +154,12 @@ def test_dqmma_w_buffers_are_the_kernels():
 
 
 def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
-    from tunesearch.cli import _families_line
+    from tunesearch.cli import _families_line, _families_off
     from tunesearch.variants import DeviceLimits
 
     for gluon in (False, True):
         monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=gluon)))
-        line = _families_line(0)
+        line = _families_line(*_families_off(0))
         assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
         assert ("dqmma off" in line) != gluon and ("dqchunk, dqmma" in line) == gluon
 

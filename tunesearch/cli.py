@@ -72,23 +72,24 @@ class _Progress:
         self.bar.stop()
 
 
+GLUON_NEEDS = "Gluon needs an sm_90 GPU and a Triton with Gluon"
+
+
 def _families_off(device: int) -> tuple[str, list[str]]:
-    """(the GPU's name, the families it cannot run): the Gluon ones need an sm_90 GPU and a Triton
-    with Gluon."""
-    from tunesearch.variants import FAMILIES, DeviceLimits
+    """(the GPU's name, the families it cannot run: the Gluon ones, unless it has what they need)."""
+    from tunesearch.variants import DeviceLimits
     from tunesearch.variants.space import GLUON_FAMILIES
 
     limits = DeviceLimits.of(device)
-    return limits.name, [] if limits.gluon else [f for f in FAMILIES if f in GLUON_FAMILIES]
+    return limits.name, [] if limits.gluon else list(GLUON_FAMILIES)
 
 
-def _families_line(device: int) -> str:
-    """Which kernel families this GPU runs."""
+def _families_line(name: str, off: list[str]) -> str:
+    """Which kernel families the GPU ``name`` runs, ``off`` being those it cannot."""
     from tunesearch.variants import FAMILIES
 
-    name, off = _families_off(device)
     line = f"families on {name}: " + ", ".join(f for f in FAMILIES if f not in off)
-    return line + (f" ({', '.join(off)} off: Gluon needs an sm_90 GPU and a Triton with Gluon)" if off else "")
+    return line + (f" ({', '.join(off)} off: {GLUON_NEEDS})" if off else "")
 
 
 @app.command()
@@ -136,11 +137,10 @@ def sweep(
             _fail(str(exc), 1)
         except ValueError as exc:
             _fail(str(exc))
-        console.print(_families_line(devices[0]))
         name, off = _families_off(devices[0])
+        console.print(_families_line(name, off))
         if settings.families and set(settings.families) <= set(off):  # it would measure nothing, silently
-            _fail(f"--families {','.join(settings.families)}: none of them runs on {name} "
-                  "(Gluon needs an sm_90 GPU and a Triton with Gluon)", 1)
+            _fail(f"--families {','.join(settings.families)}: none of them runs on {name} ({GLUON_NEEDS})", 1)
         if len(devices) > 1:
             with _Progress(settings) as progress:
                 results = run_sweep_all(store.url, settings, devices, progress)

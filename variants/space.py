@@ -267,9 +267,12 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return f"needs ~{smem} B of shared memory, the device has {limits.shared_memory}"
     if variant.family == "splitk" and split_k < 2:
         return "splitk needs SPLIT_K >= 2"
-    if split_k * M * N * 4 > 256 << 20:
-        return "split-K workspace over 256 MiB"
-    return None
+    return _workspace_error(split_k, M, N)
+
+
+def _workspace_error(split_k: int, M: int, N: int) -> str | None:
+    """The split-K reduction's fp32 partials [SPLIT_K, M, N] are allocated per call: bounded."""
+    return "split-K workspace over 256 MiB" if split_k * M * N * 4 > 256 << 20 else None
 
 
 def _dqmma_error(p, M, N, group_size, limits) -> str | None:
@@ -289,9 +292,7 @@ def _dqmma_error(p, M, N, group_size, limits) -> str | None:
     smem = dqmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
     if smem > limits.shared_memory:
         return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
-    if p["SPLIT_K"] * M * N * 4 > 256 << 20:
-        return "split-K workspace over 256 MiB"
-    return None
+    return _workspace_error(p["SPLIT_K"], M, N)
 
 
 def chunk_columns(params, N: int, K: int) -> int:
