@@ -1,7 +1,7 @@
 """EXPERIMENT: the dqmma family's warp-specialized kernel, with the forms the family does not search.
 
     python benchmarks/experiments/gluon_ws.py OUT_DIR          (on an sm_90 GPU: check, then time)
-    python benchmarks/experiments/gluon_ws.py --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS[,UW]   (offline)
+    python benchmarks/experiments/gluon_ws.py --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS[,UW[,MMA_LOADS]]   (offline)
 
 The kernel is variants/dqmma.py's (its docstring has the schedule: a TMA loader warp, 4 unpack warps,
 the MMA warps, mbarrier hand-offs). Here W_BUFFERS and the unpack warps (4 or 8) vary, and PARTS times
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 import triton
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
@@ -68,18 +69,12 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_
                           options=dict(num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS)))
 
 
-def shared_bytes(BM, BN, BK, STAGES, W_BUFFERS):
-    """The buffers' and mbarriers' shared memory, as the family's validity rule counts it (the compiled
-    kernel adds its alignment)."""
-    from tunesearch.variants.space import dqmma_shared_bytes
-
-    return dqmma_shared_bytes(BM, BN, BK, STAGES, W_BUFFERS)
-
-
 def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma and their waits, TMA loads, the partitions'
-    register moves, shared memory, registers and spills."""
+    register moves, shared memory (and the buffers' and mbarriers' share, as the family's validity rule
+    counts it), registers and spills."""
     from benchmarks.sass_stats import disassemble, resources
+    from tunesearch.variants.space import dqmma_shared_bytes
 
     compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS, MMA_LOADS)
     sass = disassemble(compiled)
@@ -87,15 +82,15 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0
                 waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
                 setmaxreg=sum("SETMAXREG" in op for _, op, _ in sass),
-                shared=compiled.metadata.shared, buffers=shared_bytes(BM, BN, BK, STAGES, W_BUFFERS),
+                shared=compiled.metadata.shared, buffers=dqmma_shared_bytes(BM, BN, BK, STAGES, W_BUFFERS),
                 **resources(compiled))
 
 
-# (M, K, N) and per M the configs (BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS); the first of
-# each is the dqmma family's packaged pick at M=128 (bm128.bn128.bk64, one split), rebuilt warp-specialized
+# (M, K, N) and per M the configs (FIELDS below); the first of each gets the anatomy forms. This run (row
+# 47) sets BN=256, which compiles only with MMA_LOADS (12 warps at 168 registers; a 64x256 wgmma needs 154),
+# beside the family's row-46 pick bm128.bn128.bk128 with and without MMA_LOADS.
 KEYS = [(64, 4096, 11008), (128, 4096, 11008), (128, 4096, 12288), (128, 4096, 22016), (128, 4096, 4096),
         (128, 11008, 4096), (256, 4096, 11008)]
-# (BN=256 does not fit: 16 warps at maxnreg 128, and its accumulator needs ~154 registers a thread.)
 CONFIGS = {64: [(64, 256, 64, 1, 4, 2, 4, 1), (64, 128, 128, 1, 4, 2, 4, 0), (64, 128, 128, 1, 4, 2, 4, 1),
                 (64, 256, 64, 2, 4, 2, 4, 1)],
            128: [(128, 256, 64, 3, 4, 2, 4, 1), (128, 128, 128, 1, 4, 2, 4, 0), (128, 128, 128, 1, 4, 2, 4, 1),
