@@ -3,8 +3,8 @@
     python benchmarks/experiments/gluon_dqmma.py OUT_DIR [first|deep|m128]   (on the GPU: check, then time)
     python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
 The kernel (below) is the one the dqmma family first shipped (rows 39-43; the family now runs the
-warp-specialized form, rows 44-46), one schedule in every warp, with forms no family searches: SWAP (tokens as the wgmma N, for decode M), the unpack in plain
-Gluon ops (PTX=False) and the anatomy switch PARTS (the unpack without the MMA, the MMA without the
+warp-specialized form, rows 44-48), one schedule in every warp, with forms no family searches: SWAP
+(tokens as the wgmma N, for decode M), the unpack in plain Gluon ops (PTX=False) and the anatomy switch PARTS (the unpack without the MMA, the MMA without the
 unpack: wrong results, timing only), as rows 21 and 28 did for the Triton kernels. Gluon has no CPU
 interpreter: CI compiles the kernel for sm_90 and checks its schedule and shared memory
 (`--schedule`, tests/test_experiments.py); on the GPU the probe checks every config against
@@ -40,7 +40,7 @@ from tunesearch.variants.dqmma import _unpack_scaled_ptx  # noqa: E402  (the fam
 
 # The kernel as the dqmma family first shipped it (rows 39-43), kept here as timed: one schedule in
 # every warp (cp.async ring, unpack, barrier, wgmma with one left in flight). The family's kernel is now
-# the warp-specialized form (variants/dqmma.py, rows 44-46); this one shares its PTX unpack.
+# the warp-specialized form (variants/dqmma.py, rows 44-48); this one shares its PTX unpack.
 W_BUFFERS = gl.constexpr(3)  # a W buffer is rewritten two blocks after its MMA was issued
 
 
