@@ -4,8 +4,9 @@
     python benchmarks/experiments/gluon_dqmma.py --schedule 64,128,64,2,4[,1]   (offline: its SASS schedule)
 The kernel (below) is the one the dqmma family first shipped (rows 39-43; the family now runs the
 warp-specialized form, rows 44-48), one schedule in every warp, with forms no family searches: SWAP
-(tokens as the wgmma N, for decode M), the unpack in plain Gluon ops (PTX=False) and the anatomy switch PARTS (the unpack without the MMA, the MMA without the
-unpack: wrong results, timing only), as rows 21 and 28 did for the Triton kernels. Gluon has no CPU
+(tokens as the wgmma N, for decode M), the unpack in plain Gluon ops (PTX=False) and the anatomy switch
+PARTS (the unpack without the MMA, the MMA without the unpack: wrong results, timing only), as rows 21
+and 28 did for the Triton kernels. Gluon has no CPU
 interpreter: CI compiles the kernel for sm_90 and checks its schedule and shared memory
 (`--schedule`, tests/test_experiments.py); on the GPU the probe checks every config against
 A @ dequantize(W) before timing it, beside the packaged table's choice and cuBLAS fp16.
