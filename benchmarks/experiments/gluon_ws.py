@@ -104,6 +104,21 @@ CONFIGS = {64: [(64, 256, 64, 1, 4, 2, 4, 1), (64, 128, 128, 1, 4, 2, 4, 0), (64
 # + 4 + 8 warps exceed 512 threads at 128 registers.)
 FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS", "MMA_LOADS")
 
+# `probe` (row 49; needs benchmarks/experiments/dqmma_probe.patch applied to variants/dqmma.py): what
+# holds a block at ~1.1 us when its tensor work is ~0.5 us. PARTS beyond 1/2: 4 skips A's copy, 8 the
+# weights' (packed and scales), 16 rotates each column tile's block order by pid_n (so the CTAs do not
+# all ask for the same A block at once). Forms per config: (PARTS, label).
+PROBE_FORMS = [(3, "ws"), (2, "mma only"), (1, "unpack only"), (7, "ws, no A copy"), (6, "mma only, no A copy"),
+               (11, "ws, no W copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
+PROBE_SHORT = [(3, "ws"), (7, "ws, no A copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
+PROBE = [((128, 4096, 11008), (128, 128, 128, 1, 4, 2, 4, 0), PROBE_FORMS),
+         ((128, 4096, 11008), (128, 256, 64, 3, 4, 2, 4, 1), PROBE_SHORT + [(2, "mma only"), (6, "mma only, no A copy")]),
+         ((128, 4096, 11008), (128, 128, 128, 2, 4, 2, 4, 0), PROBE_SHORT),
+         ((128, 11008, 4096), (128, 128, 128, 4, 4, 2, 4, 0), PROBE_FORMS),
+         ((128, 11008, 4096), (128, 64, 128, 2, 4, 2, 4, 0), PROBE_SHORT),
+         ((64, 4096, 11008), (64, 128, 128, 1, 6, 2, 4, 0), PROBE_FORMS),
+         ((256, 4096, 11008), (128, 256, 64, 1, 4, 2, 4, 1), PROBE_SHORT)]
+
 
 # Mask edges for the smoke check: M across the row tiles (65, 130), N no multiple of BN (200), K of one
 # block per split (256 in two splits of 64-deep blocks is 2 each) and of several (1024).
@@ -141,7 +156,7 @@ def smoke_in_child(config, timeout_s=45) -> str | None:
     return None
 
 
-def main(out_dir):
+def main(out_dir, probe=False):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
@@ -151,7 +166,15 @@ def main(out_dir):
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     dqmma = Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s4")
     rows, smoked = [], {}
-    for M, K, N in KEYS:
+    plan = {}
+    if probe:
+        for key, config, forms in PROBE:
+            plan.setdefault(key, []).append((config, forms))
+    else:
+        for M, K, N in KEYS:
+            plan[(M, K, N)] = [(c, [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else []))
+                               for n, c in enumerate(CONFIGS[M])]
+    for (M, K, N), configs in plan.items():
         ops = Operands(M, N, K, 128, info.l2_bytes)
         inputs = CheckInputs(M, N, K, 128, "cuda")
         shipped = table.resolve(M, N, K, torch.device("cuda"))
@@ -160,8 +183,7 @@ def main(out_dir):
                    dqmma=time_variant(dqmma, ops, replays=20).us)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id}) | "
               f"dqmma {ref['dqmma']:.2f}", flush=True)
-        for n, key in enumerate(CONFIGS[M]):
-            forms = [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else [])
+        for key, forms in configs:
             if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
                 smoked[key] = smoke_in_child(dict(zip(FIELDS, key)))
             for parts, label in forms:
@@ -169,7 +191,7 @@ def main(out_dir):
                 try:
                     if smoked[key]:
                         raise RuntimeError(smoked[key])
-                    if parts == 3:  # checked first; a wrong result is recorded and not timed
+                    if parts & 15 == 3:  # checked first; a wrong result is recorded and not timed
                         out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
                         ws_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
                         torch.cuda.synchronize()
@@ -195,4 +217,4 @@ if __name__ == "__main__":
         print(problem or "ok")
         sys.exit(1 if problem else 0)
     else:
-        main(sys.argv[1])
+        main(sys.argv[1], probe=sys.argv[2:] == ["probe"])
