@@ -37,6 +37,12 @@ def test_families_on_gpu(M, K, N, compiler):
         except AssertionError as exc:
             failures.append(str(exc))
     print(f"M={M} K={K} N={N}: {len(checked)} variants checked")
+    # stream-K's reduction sums the partials in the contributors' order, whichever arrives last: bitwise
+    # the same result on every run
+    for variant in streamk:
+        runs = [matmul(a, packed, scales, variant, G) for _ in range(3)]
+        if not all(torch.equal(runs[0], r) for r in runs[1:]):
+            failures.append(f"{variant.id}: results differ between runs")
     assert not failures, "\n".join(failures)
 
 
@@ -152,6 +158,9 @@ def test_gluon_family_on_gpu(M, K, N, G):
     picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == "dqmma"]
     picks += [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
     picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
+    streamk = [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
+               for bn in (64, 256)]
+    picks += streamk
     picks += rng.sample(space, min(3, len(space)))
     gen = torch.Generator().manual_seed(M + N + K)
     packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)
@@ -181,4 +190,10 @@ def test_gluon_family_on_gpu(M, K, N, G):
     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     if not err < 2e-3:
         failures.append(f"{picks[0].id} sliced weights: relative error {err:.3g}")
+    # stream-K's reduction sums the partials in the contributors' order, whichever arrives last: bitwise
+    # the same result on every run
+    for variant in streamk:
+        runs = [matmul(a, packed, scales, variant, G) for _ in range(3)]
+        if not all(torch.equal(runs[0], r) for r in runs[1:]):
+            failures.append(f"{variant.id}: results differ between runs")
     assert not failures, "\n".join(failures)

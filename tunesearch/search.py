@@ -24,7 +24,7 @@ import optuna
 
 from tunesearch.db import Key, Store, Trial
 from tunesearch.variants import Variant, variant_space
-from tunesearch.variants.space import FAMILY_GRID, FAMILY_PARAMS
+from tunesearch.variants.space import FAMILY_GRID, FAMILY_PARAMS, param_steps
 
 from .measure import metrics
 
@@ -148,7 +148,7 @@ def optuna_params(variant: Variant) -> dict:
 
 
 def _distance(a: Variant, params: dict) -> float:
-    return sum(abs(math.log2(a[name]) - math.log2(params[name])) for name in params)
+    return sum(abs(param_steps(a[name]) - param_steps(params[name])) for name in params)
 
 
 class KeySearch:

@@ -11,13 +11,16 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import CUBLAS_FAMILIES, Variant, cdiv, chunk_columns, interpreting, variant_error
+from .space import (CUBLAS_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, dqmma_grid, interpreting,
+                    variant_error)
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
 # fp16 weight workspace of the dequant families, per device; only grows.
 _dequant_workspace: dict[torch.device, torch.Tensor] = {}
+# SMs per device: dqmma's stream-K grid
+_sm_counts: dict[torch.device, int] = {}
 
 
 def _locks(device: torch.device, count: int) -> torch.Tensor:
@@ -84,6 +87,40 @@ def _tma_ready(t: torch.Tensor) -> torch.Tensor:
     return t if tma_aligned(t) else torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)
 
 
+def _sm_count(device: torch.device) -> int:
+    count = _sm_counts.get(device)
+    if count is None:
+        count = _sm_counts[device] = DeviceLimits.of(device).num_sms
+    return count
+
+
+def _dqmma_call(p, a, packed, scales, out, group_size: int):
+    """dqmma's kernel, grid, arguments and meta: its workspace holds fp32 [BM, BN] partial tiles, as
+    many slots per tile as one tile gathers (``dqmma_grid``); the TMA descriptors hold the base
+    addresses, so they are built per call (make_launcher leaves dqmma generic)."""
+    from .dqmma import descriptors, dqmma_kernel, launch_registers
+
+    M, K = a.shape
+    N = packed.shape[1]
+    bm, bn, bk = p["BM"], p["BN"], p["BK"]
+    grid, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    if parts > 1:
+        workspace = torch.empty(tiles * parts * bm * bn, dtype=torch.float32, device=a.device)
+        locks = _locks(a.device, tiles)
+    else:
+        workspace = locks = out  # unused by the kernel when no tile is split
+    args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
+            out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
+    # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
+    # that N=256's wgmma needs fit the SM at launch
+    loads = bn == 256
+    meta = dict(BM=bm, BN=bn, BK=bk, SPLIT_K=p["SPLIT_K"], MAX_PARTS=parts, STAGES=p["num_stages"],
+                GROUP=group_size, num_warps=p["num_warps"], MMA_LOADS=loads,
+                maxnreg=launch_registers(bm, mma_loads=loads))
+    return dqmma_kernel, grid, args, meta
+
+
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
     M, K = a.shape
@@ -91,24 +128,13 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     p = variant.params
     split_k = p.get("SPLIT_K", 1)
     tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
+    if variant.family == "dqmma":  # Gluon: imported only where the family can run
+        return _dqmma_call(p, a, packed, scales, out, group_size)
     if split_k > 1:
         workspace = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
         locks = _locks(a.device, tiles_m * tiles_n)
     else:
         workspace = locks = out  # unused by the kernel when SPLIT_K == 1
-    if variant.family == "dqmma":  # Gluon: imported only where the family can run
-        from .dqmma import descriptors, dqmma_kernel, launch_registers
-
-        # TMA descriptors hold the base addresses: built per call (make_launcher leaves dqmma generic)
-        args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), p["BM"], p["BN"], p["BK"]),
-                out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
-        # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
-        # that N=256's wgmma needs fit the SM at launch
-        loads = p["BN"] == 256
-        meta = dict(BM=p["BM"], BN=p["BN"], BK=p["BK"], SPLIT_K=split_k, STAGES=p["num_stages"],
-                    GROUP=group_size, num_warps=p["num_warps"], MMA_LOADS=loads,
-                    maxnreg=launch_registers(p["BM"], mma_loads=loads))
-        return dqmma_kernel, (tiles_n, split_k, tiles_m), args, meta
     if variant.family == "gemv":
         kernel, grid = gemv_kernel, (tiles_n, split_k, tiles_m)
         # gemv pipelines its loop itself (registers); Triton's pipeliner has nothing to do

@@ -20,7 +20,13 @@ gated every block (row 45: 45.96 -> 34.84 us at 4096x11008 M=128 with that and B
 Tile: acc [BM, BN] = A [BM, BK] x W [BK, BN], BM = 16 x num_warps (64: one warp group, 128: two);
 BN = 64, 128 or 256 (the wgmma N); BK = 64 or 128 (64 at BN=256: an unpack thread holds BK/2 words),
 dividing the group size (one scale row per block, folded into the fp16 weights: exactly dequantize's
-fp16 product). Split-K over whole BK blocks with the Triton families' deterministic reduction.
+fp16 product). The work is a line of units, one BK block of one tile each, a tile's blocks consecutive.
+A CTA takes one contiguous range of it: with SPLIT_K >= 1 one tile's K range split SPLIT_K ways; with
+SPLIT_K = 0 (stream-K) a grid of one CTA per SM splits the whole line evenly, so no SM idles for want of
+a tile (row 49: 86 tiles of 4096x11008 at M=128 left 46 of 132 SMs idle). The MMA warps write C as each
+tile's segment ends: fp16 when the CTA did the whole tile, else the Triton families' deterministic
+reduction (fp32 partials in slots by the contributors' order, summed in that order by the last to
+arrive).
 TMA needs A [M, K] with unit column stride and 16-byte aligned base and rows (the launcher copies A
 otherwise), packed and scales likewise (N a multiple of 8: the scales' rows are 2N bytes); C may have
 any strides. MMA_LOADS (the family sets it at BN=256): no loader partition, the MMA warps issue the
@@ -98,16 +104,26 @@ def _unpack_scaled_ptx(packed, s):
 
 
 @gluon.jit
-def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, k_begin, group):
-    """TMA of block i (A, packed W and its scale row) into ring slot i % STAGES, completing ready[slot]."""
+def _unit(u, blocks, tiles_n):
+    """Work unit u (one BK block of one output tile; a tile's blocks are consecutive units, and tiles of
+    one row of A are neighbours) as (pid_n, pid_m, its block along K)."""
+    t = u // blocks
+    return t % tiles_n, t // tiles_n, u - t * blocks
+
+
+@gluon.jit
+def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, u0, blocks, tiles_n, group):
+    """TMA of the CTA's block i (unit u0 + i: A, packed W and its scale row) into ring slot i % STAGES,
+    completing ready[slot]."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = p_smem.type.shape[2]
     s = i % STAGES
     bar = ready.index(s)
+    pid_n, pid_m, kb = _unit(u0 + i, blocks, tiles_n)
+    k = kb * BK
     mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-    k = k_begin + i * BK
     tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
     tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
     # the block's scale row rides with its weights (row 45: a global load of it in the unpack warps,
@@ -116,20 +132,67 @@ def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n
 
 
 @gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, PARTS: gl.constexpr,
-                   MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready,
-                   a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks, group):
+def _first_cta(u, units, ctas):
+    """The stream-K CTA whose range holds unit u (CTA c holds units [c U // P, (c + 1) U // P))."""
+    return ((u + 1) * ctas - 1) // units
+
+
+@gluon.jit
+def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n, units, ctas,
+                   SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr):
+    """C's tile for the segment of blocks that ends at unit u: fp16 when this CTA computed the whole tile,
+    else the deterministic reduction: each contributor stores its fp32 partial in the tile's slot of its
+    rank, and the last to arrive sums the slots in rank order."""
+    BM: gl.constexpr = acc.type.shape[0]
+    BN: gl.constexpr = acc.type.shape[1]
+    ACC: gl.constexpr = acc.type.layout
+    pid_n, pid_m, kb = _unit(u, blocks, tiles_n)
+    tile = u // blocks
+    if SPLIT_K == 0:  # stream-K: the CTAs whose ranges meet the tile's, in order
+        first = _first_cta(tile * blocks, units, ctas)
+        rank = gl.program_id(0) - first
+        parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
+    else:  # split-K: the non-empty splits
+        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+        rank = gl.program_id(1)
+        parts = (blocks + per_split - 1) // per_split
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
+    cm = gl.expand_dims(pid_m * BM + rows, 1)
+    cn = gl.expand_dims(pid_n * BN + cols, 0)
+    mask = (cm < M) & (cn < N)
+    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
+    if parts == 1:
+        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+    else:
+        slot = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)  # tile-local: no mask needed
+        ws_tile = ws_ptr + tile * (MAX_PARTS * BM * BN) + slot
+        gl.store(ws_tile + rank * (BM * BN), acc)
+        gl.thread_barrier()  # every thread's partial is written before the release below
+        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if arrived == parts - 1:
+            total = gl.zeros([BM, BN], gl.float32, ACC)
+            for r in range(parts):
+                total += gl.load(ws_tile + r * (BM * BN), cache_modifier=".cg")
+            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+
+
+@gluon.jit
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, SPLIT_K: gl.constexpr,
+                   MAX_PARTS: gl.constexpr, PARTS: gl.constexpr, MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc,
+                   a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
+                   tiles_n, group, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     WB: gl.constexpr = w_smem.type.shape[0]
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 16])
     if MMA_LOADS:  # no loader partition: these warps fill the ring, first all of it
         for j in gl.static_range(STAGES):
-            if j < n_blocks:
-                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, pid_n, pid_m, k_begin,
-                             group)
+            if j < n_units:
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, u0, blocks, tiles_n, group)
     acc = gl.zeros([BM, BN], gl.float32, ACC)
-    for i in range(n_blocks):
+    for i in range(n_units):
         mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
         mbarrier.wait(w_ready.index(i % WB), (i // WB) & 1)
         if PARTS & 2:  # (anatomy only: without it C stays 0)
@@ -139,38 +202,41 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
         mbarrier.arrive(w_empty.index((i + WB - 1) % WB), pred=i > 0)
         if MMA_LOADS:
             refill = i - 1 + STAGES  # into block i-1's slot, once the unpack has read its packed half
-            if (i > 0) & (refill < n_blocks):
+            if (i > 0) & (refill < n_units):
                 mbarrier.wait(p_empty.index((i - 1) % STAGES), ((i - 1) // STAGES) & 1)
-                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, pid_n, pid_m,
-                             k_begin, group)
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, u0, blocks, tiles_n,
+                             group)
         else:
             mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    return (acc,)  # the default partition's results come back as a tuple
+        u = u0 + i
+        if ((u + 1) % blocks == 0) | (i == n_units - 1):  # the last block of a tile, or of this CTA's range
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n, units,
+                           ctas, SPLIT_K, MAX_PARTS)
+            acc = gl.zeros([BM, BN], gl.float32, ACC)
 
 
-# The worker partitions share one signature. Triton 3.6 hands a worker its constexpr arguments as int32
-# scalars, so the tile sizes come from the buffers' shapes and the group size and PARTS arrive as values.
+# The worker partitions share one signature; their tile sizes come from the buffers' shapes.
 @gluon.jit
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
-                    w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
+                    w_empty, u0, n_units, blocks, tiles_n, group, parts):
     STAGES: gl.constexpr = a_smem.type.shape[0]
-    for i in range(n_blocks):
+    for i in range(n_units):
         phase = (i // STAGES) & 1
         mbarrier.wait(a_empty.index(i % STAGES), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
         mbarrier.wait(p_empty.index(i % STAGES), phase ^ 1)
-        _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, k_begin, group)
+        _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, u0, blocks, tiles_n, group)
 
 
 @gluon.jit
-def _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, UW: gl.constexpr):
+def _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_units, parts, UW: gl.constexpr):
     STAGES: gl.constexpr = p_smem.type.shape[0]
     WB: gl.constexpr = w_smem.type.shape[0]
     BN: gl.constexpr = w_smem.type.shape[2]
     # the packed block [BK/8, BN]: 4 words along n per thread, all eight nibbles of a word in its thread
     TN: gl.constexpr = 32 if BN >= 128 else BN // 4
     LP: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TN, TN], [UW, 1], [1, 0])
-    for i in range(n_blocks):
+    for i in range(n_units):
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         packed = p_smem.index(s).load(LP)
@@ -185,18 +251,18 @@ def _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blo
         mbarrier.arrive(w_ready.index(b))
 
 
-# One wrapper per unpack warp count: the layout needs the count as a constant, and a worker's own
-# constexpr arguments arrive as values.
+# One wrapper per unpack warp count: the layout needs the count as a constant, and a worker's
+# constexpr arguments arrive as values when its argument tuple is a variable (row 47).
 @gluon.jit
 def _unpack4_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
-                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
-    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 4)
+                       w_empty, u0, n_units, blocks, tiles_n, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_units, parts, 4)
 
 
 @gluon.jit
 def _unpack8_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
-                       w_empty, pid_n, pid_m, k_begin, n_blocks, group, parts):
-    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_blocks, parts, 8)
+                       w_empty, u0, n_units, blocks, tiles_n, group, parts):
+    _unpack_body(p_smem, s_smem, w_smem, ready, p_empty, w_ready, w_empty, n_units, parts, 8)
 
 
 @gluon.jit
@@ -205,16 +271,22 @@ def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  SPLIT_K: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr,
                  W_BUFFERS: gl.constexpr = W_BUFFERS, UNPACK_WARPS: gl.constexpr = UNPACK_WARPS,
                  UNPACK_REGS: gl.constexpr = UNPACK_REGS, MMA_LOADS: gl.constexpr = False,
-                 PARTS: gl.constexpr = 3):
+                 MAX_PARTS: gl.constexpr = 1, PARTS: gl.constexpr = 3):
     gl.static_assert(BM == 16 * num_warps, "16 rows of the wgmma M per warp")
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    pid_n = gl.program_id(0)
-    pid_k = gl.program_id(1)
-    pid_m = gl.program_id(2)
-    blocks_per_split = (K // BK + SPLIT_K - 1) // SPLIT_K
-    first_block = pid_k * blocks_per_split
-    n_blocks = gl.maximum(gl.minimum(K // BK - first_block, blocks_per_split), 0)
-    k_begin = first_block * BK
+    blocks = K // BK
+    tiles_n = gl.cdiv(N, BN)
+    units = blocks * tiles_n * gl.cdiv(M, BM)
+    if SPLIT_K == 0:  # stream-K: a grid of CTAs splitting all tiles' blocks evenly
+        ctas = gl.num_programs(0)
+        u0 = gl.program_id(0) * units // ctas
+        n_units = (gl.program_id(0) + 1) * units // ctas - u0
+    else:  # one tile per CTA, its K range split SPLIT_K ways
+        ctas = 1
+        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+        first_block = gl.program_id(1) * per_split
+        u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
+        n_units = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
 
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
@@ -234,48 +306,25 @@ def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(w_ready.index(j), count=1)
         mbarrier.init(w_empty.index(j), count=1)
 
+    # the MMA warps also write C, tile by tile (a stream-K CTA ends several tiles' segments). Their argument
+    # tuple is written out in each call: held in a variable, its constexprs would arrive as values (row 47)
     worker_args = (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
-                   w_empty, pid_n, pid_m, k_begin, n_blocks, GROUP, PARTS)
+                   w_empty, u0, n_units, blocks, tiles_n, GROUP, PARTS)
     if MMA_LOADS:  # 4 warps fewer (the loader is padded to a warp group): more registers for all at launch
-        (acc,) = gl.warp_specialize([
-            (_mma_partition, (BM, BN, num_warps, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
-                              w_smem, ready, a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks,
-                              GROUP)),
+        gl.warp_specialize([
+            (_mma_partition, (BM, BN, num_warps, SPLIT_K, MAX_PARTS, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem,
+                              p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
+                              tiles_n, GROUP, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas)),
             (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
         ], [UNPACK_WARPS], [UNPACK_REGS])
     else:
-        (acc,) = gl.warp_specialize([
-            (_mma_partition, (BM, BN, num_warps, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
-                              w_smem, ready, a_empty, p_empty, w_ready, w_empty, pid_n, pid_m, k_begin, n_blocks,
-                              GROUP)),
+        gl.warp_specialize([
+            (_mma_partition, (BM, BN, num_warps, SPLIT_K, MAX_PARTS, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem,
+                              p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
+                              tiles_n, GROUP, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas)),
             (_load_partition, worker_args),
             (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
         ], [LOAD_WARPS, UNPACK_WARPS], [LOAD_REGS, UNPACK_REGS])
-
-    # epilogue: fp16 C, or the Triton families' deterministic split-K reduction (fp32 partials, the
-    # last split to arrive sums them in order)
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BN, 16])
-    offs_cm = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
-    offs_cn = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
-    cm = gl.expand_dims(offs_cm, 1)
-    cn = gl.expand_dims(offs_cn, 0)
-    mask = (cm < M) & (cn < N)
-    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    if SPLIT_K == 1:
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
-    else:
-        ws_ptrs = ws_ptr + cm * N + cn
-        gl.store(ws_ptrs + pid_k * M * N, acc, mask=mask)
-        gl.thread_barrier()  # every thread's partial is written before the release below
-        tile_id = pid_m * gl.num_programs(0) + pid_n
-        arrived = gl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel")
-        if arrived == SPLIT_K - 1:
-            total = gl.zeros([BM, BN], gl.float32, ACC)
-            for part in range(SPLIT_K):
-                total += gl.load(ws_ptrs + part * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-            gl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed")
 
 
 def shared_layouts(BM: int, BN: int, BK: int):
@@ -305,7 +354,3 @@ def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
     return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
             TensorDescriptor.from_tensor(packed, [BK // 8, BN], p_layout),
             TensorDescriptor.from_tensor(scales, [1, BN], s_layout))
-
-
-def grid(M: int, N: int, BM: int, BN: int, split_k: int) -> tuple[int, int, int]:
-    return triton.cdiv(N, BN), split_k, triton.cdiv(M, BM)

@@ -22,6 +22,9 @@ SWAPAB_MAX_M = 256
 # The warp-specialized Gluon GEMM (variants/dqmma.py) beat the packaged table at M=64..128 on the H200
 # and tied the dequantize route at M=256 (NOTES.md row 45): the sweep decides across that range.
 DQMMA_M = (64, 256)
+# dqmma's SPLIT_K=0: no fixed split; a persistent grid of one CTA per SM splits all tiles' blocks evenly
+# (stream-K), so 86 tiles do not leave 46 of 132 SMs idle (row 49)
+STREAM_K = 0
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -66,8 +69,8 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # cuBLAS reads 2 bytes per weight, 4x the int4 stream, which is the M=1024 gap on the H200)
     "dqchunk": dict(BK=(32, 64), BN=(128,), MB=(8, 16, 32), num_warps=(4, 8)),
     # 2-6 stages of the ring (row 45's best: bm128.bn128.bk128, 4 stages); BN=256 (its MMA warps issue
-    # the TMA, row 47) won at 4096x22016 M=128 and 4096x11008 M=256 only
-    "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(1, 2, 4),
+    # the TMA, row 47) won at 4096x22016 M=128 and 4096x11008 M=256 only; SPLIT_K=0 is stream-K
+    "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(2, 3, 4, 6)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -114,8 +117,9 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{family} param {name} must be a positive int, got {value!r}")
+            least = STREAM_K if (family, name) == ("dqmma", "SPLIT_K") else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
         object.__setattr__(self, "_params", tuple((name, int(params[name])) for name in names))
         ident = ".".join([family] + [f"{abbr}{params[n]}" for n, abbr in FAMILY_PARAMS[family]])
@@ -192,6 +196,27 @@ def dqmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, w_buffers: int = 
             + 8 * (3 * stages + 2 * w_buffers))
 
 
+def dqmma_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
+               num_sms: int) -> tuple[tuple[int, int, int], int]:
+    """dqmma's launch grid, and the most partial tiles one output tile gathers (its workspace holds that
+    many fp32 [BM, BN] slots per tile; 1: none). Split-K: a CTA per (column tile, split, row tile).
+    Stream-K: one CTA per SM (at most one per block), CTA c taking units [c U / P, (c + 1) U / P) of the
+    U = tiles x K/BK blocks; each CTA holds at least U // P units, so a tile of K/BK blocks meets at
+    most cdiv(K/BK - 1, U // P) + 1 of them."""
+    tiles_m, tiles_n, blocks = cdiv(M, BM), cdiv(N, BN), K // BK
+    if split_k != STREAM_K:
+        return (tiles_n, split_k, tiles_m), split_k
+    units = tiles_m * tiles_n * blocks
+    ctas = min(num_sms, units)
+    return (ctas, 1, 1), cdiv(blocks - 1, units // ctas) + 1
+
+
+def param_steps(value: int) -> float:
+    """A parameter's position for distances between variants: log2 steps, stream-K's SPLIT_K=0 one
+    step below a single split."""
+    return math.log2(value) if value > 0 else -1.0
+
+
 def next_pow2(x: int) -> int:
     return 1 << max(0, (int(x) - 1).bit_length())
 
@@ -241,7 +266,7 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
     if variant.family in GLUON_FAMILIES and not limits.gluon:
         return f"{variant.family} is a Gluon kernel: it needs an sm_90 GPU and a Triton with Gluon, not {limits.name}"
     if variant.family == "dqmma":
-        return _dqmma_error(p, M, N, group_size, limits)
+        return _dqmma_error(p, M, N, K, group_size, limits)
     if variant.family == "gemv":
         # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
         regs = (2 * bm * (bk // 8) * bn + packed_blocks_held(p) * (bk // 8) * bn) // threads
@@ -275,7 +300,7 @@ def _workspace_error(split_k: int, M: int, N: int) -> str | None:
     return "split-K workspace over 256 MiB" if split_k * M * N * 4 > 256 << 20 else None
 
 
-def _dqmma_error(p, M, N, group_size, limits) -> str | None:
+def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bm not in (64, 128) or warps != bm // 16:
         return f"dqmma's wgmma M is 16 rows per warp: BM must be 64 or 128 with num_warps = BM/16, got {bm}, {warps}"
@@ -292,7 +317,8 @@ def _dqmma_error(p, M, N, group_size, limits) -> str | None:
     smem = dqmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
     if smem > limits.shared_memory:
         return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
-    return _workspace_error(p["SPLIT_K"], M, N)
+    _, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
+    return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
 
 def chunk_columns(params, N: int, K: int) -> int:
@@ -472,7 +498,7 @@ def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
     for seed in heuristic_variants(M, N, K, group_size, limits):
         family = [v for v in family_space(seed.family, M, N, K, group_size, limits)]
         picks = [seed]
-        logs = {v: [math.log2(x) for x in v.params.values()] for v in family}
+        logs = {v: [param_steps(x) for x in v.params.values()] for v in family}
         while len(picks) < min(per_family, len(family)):
             far = max(family, key=lambda v: (min(sum(abs(a - b) for a, b in zip(logs[v], logs[p]))
                                                  for p in picks), v.id))

@@ -33,17 +33,22 @@ def unpack_registers(UNPACK_WARPS):
 
 def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, PARTS=3, UNPACK_WARPS=4,
                 MMA_LOADS=0, group_size=128):
-    """A no-argument callable running the kernel on these operands (for graph capture)."""
+    """A no-argument callable running the kernel on these operands (for graph capture). SPLIT_K=0 is
+    stream-K over the device's SMs."""
+    from tunesearch.variants.space import DeviceLimits, dqmma_grid
+
     M, K = a.shape
     N = packed.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
-    ws = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
+    grid, parts = dqmma_grid(M, N, K, BM, BN, BK, SPLIT_K, DeviceLimits.of(a.device).num_sms)
+    ws = torch.empty(tiles_m * tiles_n * parts * BM * BN if parts > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride())
-    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
-                PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
-                MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS))
-    return lambda: dqmma_kernel[(tiles_n, SPLIT_K, tiles_m)](*args, **meta)
+    meta = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=parts, STAGES=STAGES,
+                W_BUFFERS=W_BUFFERS, PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS,
+                UNPACK_REGS=unpack_registers(UNPACK_WARPS), MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16,
+                maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS))
+    return lambda: dqmma_kernel[grid](*args, **meta)
 
 
 def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0, PARTS=3, group_size=128):
@@ -56,7 +61,8 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     a_desc, p_desc, s_desc = descriptors(a, packed, scales, BM, BN, BK)
-    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, W_BUFFERS=W_BUFFERS,
+    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=max(SPLIT_K, 3),
+                  STAGES=STAGES, W_BUFFERS=W_BUFFERS,
                   PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
                   MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, stride_cn=1)
     types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
@@ -108,6 +114,19 @@ FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS", "M
 # holds a block at ~1.1 us when its tensor work is ~0.5 us. PARTS beyond 1/2: 4 skips A's copy, 8 the
 # weights' (packed and scales), 16 rotates each column tile's block order by pid_n (so the CTAs do not
 # all ask for the same A block at once). Forms per config: (PARTS, label).
+# `streamk` (row 49): SPLIT_K=0, a CTA per SM splitting all (tile, block) units evenly, against the
+# packaged table's split-K picks (timed beside as "table").
+_SK0 = (128, 128, 128, 0, 4, 2, 4, 0)
+_SK0_64 = (64, 128, 128, 0, 6, 2, 4, 0)
+_SK0_256 = (128, 256, 64, 0, 4, 2, 4, 1)
+STREAMK = {(64, 4096, 11008): [_SK0_64, (64, 128, 128, 0, 4, 2, 4, 0), (64, 256, 64, 0, 4, 2, 4, 1)],
+           (64, 4096, 4096): [_SK0_64],
+           (128, 4096, 11008): [_SK0, _SK0_256, _SK0_64],
+           (128, 11008, 4096): [_SK0, _SK0_256],
+           (128, 4096, 4096): [_SK0, _SK0_64],
+           (128, 4096, 22016): [_SK0, _SK0_256],
+           (256, 4096, 11008): [_SK0, _SK0_256],
+           (256, 11008, 4096): [_SK0, _SK0_256]}
 PROBE_FORMS = [(3, "ws"), (2, "mma only"), (1, "unpack only"), (7, "ws, no A copy"), (6, "mma only, no A copy"),
                (11, "ws, no W copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
 PROBE_SHORT = [(3, "ws"), (7, "ws, no A copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
@@ -156,7 +175,7 @@ def smoke_in_child(config, timeout_s=45) -> str | None:
     return None
 
 
-def main(out_dir, probe=False):
+def main(out_dir, probe=None):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
@@ -167,9 +186,13 @@ def main(out_dir, probe=False):
     dqmma = Variant.from_id("dqmma.bm128.bn128.bk128.sk1.w8.s4")
     rows, smoked = [], {}
     plan = {}
-    if probe:
+    if probe == "probe":
         for key, config, forms in PROBE:
             plan.setdefault(key, []).append((config, forms))
+    elif probe == "streamk":
+        for key, configs in STREAMK.items():
+            plan[key] = [(c, [(3, "ws")] + ([(2, "mma only"), (1, "unpack only")] if n == 0 else []))
+                         for n, c in enumerate(configs)]
     else:
         for M, K, N in KEYS:
             plan[(M, K, N)] = [(c, [(3, "ws")] + ([(1, "unpack only"), (2, "mma only")] if n == 0 else []))
@@ -217,4 +240,4 @@ if __name__ == "__main__":
         print(problem or "ok")
         sys.exit(1 if problem else 0)
     else:
-        main(sys.argv[1], probe=sys.argv[2:] == ["probe"])
+        main(sys.argv[1], probe=(sys.argv[2:] or [None])[0])
