@@ -61,7 +61,7 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     a_desc, p_desc, s_desc = descriptors(a, packed, scales, BM, BN, BK)
-    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=max(SPLIT_K, 3),
+    consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K or 3,
                   STAGES=STAGES, W_BUFFERS=W_BUFFERS,
                   PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
                   MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, stride_cn=1)
