@@ -7,7 +7,8 @@
 # Source benchmarks/device_setup.sh first; everything lands in $OUT.
 # Resume instead of a fresh store: STORE=.store/sweep_s12.db (carried; copied, never written in place),
 # and MS=64,96,128,192 for some M buckets only (default: all 19); FAMILIES=dqmma to re-tune one family
-# (its GPU tests run first, and a failure stops the call before the sweep); DECODE=0 skips the decode run.
+# (its GPU tests run first, and a failure stops the call before the sweep); DECODE=0 skips the decode run;
+# EXPORT_ARGS=--current-code-only leaves out the trials of kernel code other than this tree's.
 set -uo pipefail
 day=$(date -u +%F)
 now() { python3 -c 'import time; print(f"{time.time():.1f}")'; }
@@ -28,7 +29,7 @@ timeout ${SWEEP_S:-300} tunesearch sweep --gpu all --shapes llama-7b ${MS:+--m $
   --time-budget ${BUDGET:-270} --db sqlite:////tmp/sweep.db > /tmp/sweep.log 2>&1
 echo "sweep rc=$? wall_s=$(python3 -c "print(round($(now) - $t0))")"
 grep -v "━" /tmp/sweep.log | tail -104
-tunesearch export $OUT/h200.json --db sqlite:////tmp/sweep.db 2>&1 | tail -2
+tunesearch export $OUT/h200.json --db sqlite:////tmp/sweep.db ${EXPORT_ARGS:-} 2>&1 | tail -4
 gzip -c /tmp/sweep.db > $OUT/sweep.db.gz  # compressed: a grown store is over the 16 MiB a file can bring back
 
 step "GPU tests: dispatch on the new table, the PTX blocks, unaligned activations"

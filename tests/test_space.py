@@ -127,6 +127,8 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
             assert p["num_warps"] == p["BM"] // 16 and 128 % p["BK"] == 0
             assert dqmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) <= hopper.shared_memory
     assert heuristic_variants(128, 11008, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk128.sk1.w8.s4"
+    # over one wave of 128x128 tiles (172 on 132 SMs) stream-K first
+    assert heuristic_variants(128, 22016, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk128.sk0.w8.s4"
     # its own rules, with reasons
     assert "BM must be 64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w4.s8"),
                                                      128, 11008, 4096, 128, hopper)

@@ -452,7 +452,10 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
         for bm in ((128, 64) if M > 64 else (64,)):
             tiles = cdiv(N, 128) * cdiv(M, bm)  # one split won at 86 tiles on 132 SMs (34.8 vs 49.7 us)
-            for sk in ((1, 2, 4) if 2 * tiles >= limits.num_sms else _split_order(tiles, limits, (1, 2, 4))):
+            splits = (1, 2, 4) if 2 * tiles >= limits.num_sms else _split_order(tiles, limits, (1, 2, 4))
+            if tiles > limits.num_sms:  # over one wave: stream-K (row 49: 172 tiles, 67.2 -> 57.5 us)
+                splits = (STREAM_K,) + splits
+            for sk in splits:
                 for bk, stages in ((128, 4), (64, 6), (128, 3)):
                     yield dict(BM=bm, BN=128, BK=bk, SPLIT_K=sk, num_warps=bm // 16, num_stages=stages)
     else:
