@@ -181,46 +181,64 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
 
 
 @gluon.jit
+def _mma_blocks(acc, begin, end, PARTS: gl.constexpr, MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc, a_smem,
+                p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks, tiles_n,
+                group):
+    """acc += the CTA's blocks [begin, end), the last wgmma waited for."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    WB: gl.constexpr = w_smem.type.shape[0]
+    for i in range(begin, end):
+        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+        mbarrier.wait(w_ready.index(i % WB), (i // WB) & 1)
+        if PARTS & 2:  # (anatomy only: without it C stays 0)
+            acc = warpgroup_mma(a_smem.index(i % STAGES), w_smem.index(i % WB), acc, is_async=True)
+            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        # block i-1's MMA is done: its A slot and its W buffer may be refilled
+        mbarrier.arrive(w_empty.index((i + WB - 1) % WB), pred=i > 0)
+        if MMA_LOADS:
+            refill = i - 1 + STAGES  # into block i-1's slot, once the unpack has read its packed half
+            if (i > 0) & (refill < n_units):
+                mbarrier.wait(p_empty.index((i - 1) % STAGES), ((i - 1) // STAGES) & 1)
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, u0, blocks, tiles_n,
+                             group)
+        else:
+            mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+
+
+@gluon.jit
 def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, SPLIT_K: gl.constexpr,
                    MAX_PARTS: gl.constexpr, PARTS: gl.constexpr, MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc,
                    a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
                    tiles_n, group, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas):
     STAGES: gl.constexpr = a_smem.type.shape[0]
-    WB: gl.constexpr = w_smem.type.shape[0]
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 16])
     if MMA_LOADS:  # no loader partition: these warps fill the ring, first all of it
         for j in gl.static_range(STAGES):
             if j < n_units:
                 _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, u0, blocks, tiles_n, group)
-    # one inner loop per tile segment, the epilogue after it: a branch inside the loop would make the
-    # compiler wait for every wgmma where the branch joins (row 49: MMA-only 25.7 -> 35.1 us)
-    t_first = u0 // blocks
-    segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
-    for seg in range(segments):
-        tile = t_first + seg
-        begin = gl.maximum(tile * blocks, u0) - u0
-        end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
-        acc = gl.zeros([BM, BN], gl.float32, ACC)
-        for i in range(begin, end):
-            mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
-            mbarrier.wait(w_ready.index(i % WB), (i // WB) & 1)
-            if PARTS & 2:  # (anatomy only: without it C stays 0)
-                acc = warpgroup_mma(a_smem.index(i % STAGES), w_smem.index(i % WB), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-            # block i-1's MMA is done: its A slot and its W buffer may be refilled
-            mbarrier.arrive(w_empty.index((i + WB - 1) % WB), pred=i > 0)
-            if MMA_LOADS:
-                refill = i - 1 + STAGES  # into block i-1's slot, once the unpack has read its packed half
-                if (i > 0) & (refill < n_units):
-                    mbarrier.wait(p_empty.index((i - 1) % STAGES), ((i - 1) // STAGES) & 1)
-                    _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, u0, blocks,
-                                 tiles_n, group)
-            else:
-                mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        _tile_epilogue(acc, u0 + end - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n,
-                       units, ctas, SPLIT_K, MAX_PARTS)
+    acc = gl.zeros([BM, BN], gl.float32, ACC)
+    if SPLIT_K == 0:
+        # stream-K: one loop per tile segment, each written as it ends. A branch for the segment's end
+        # inside the block loop made the compiler wait for every wgmma where the branch joins (row 49:
+        # MMA-only 25.7 -> 35.1 us)
+        t_first = u0 // blocks
+        segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
+        for seg in range(segments):
+            tile = t_first + seg
+            begin = gl.maximum(tile * blocks, u0) - u0
+            end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
+            acc = _mma_blocks(gl.zeros([BM, BN], gl.float32, ACC), begin, end, PARTS, MMA_LOADS, a_desc, p_desc,
+                              s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0,
+                              n_units, blocks, tiles_n, group)
+            _tile_epilogue(acc, u0 + end - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n,
+                           units, ctas, SPLIT_K, MAX_PARTS)
+    else:
+        # one segment, written after the partitions join (in this partition it ran ~4% slower, row 49)
+        acc = _mma_blocks(acc, 0, n_units, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
+                          w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks, tiles_n, group)
+    return (acc,)  # the default partition's results come back as a tuple
 
 
 # The worker partitions share one signature; their tile sizes come from the buffers' shapes.
@@ -313,25 +331,29 @@ def dqmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(w_ready.index(j), count=1)
         mbarrier.init(w_empty.index(j), count=1)
 
-    # the MMA warps also write C, tile by tile (a stream-K CTA ends several tiles' segments). Their argument
+    # with stream-K the MMA warps write C, tile by tile (a CTA ends several tiles' segments). Their argument
     # tuple is written out in each call: held in a variable, its constexprs would arrive as values (row 47)
     worker_args = (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
                    w_empty, u0, n_units, blocks, tiles_n, GROUP, PARTS)
     if MMA_LOADS:  # 4 warps fewer (the loader is padded to a warp group): more registers for all at launch
-        gl.warp_specialize([
+        (acc,) = gl.warp_specialize([
             (_mma_partition, (BM, BN, num_warps, SPLIT_K, MAX_PARTS, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem,
                               p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
                               tiles_n, GROUP, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas)),
             (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
         ], [UNPACK_WARPS], [UNPACK_REGS])
     else:
-        gl.warp_specialize([
+        (acc,) = gl.warp_specialize([
             (_mma_partition, (BM, BN, num_warps, SPLIT_K, MAX_PARTS, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem,
                               p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks,
                               tiles_n, GROUP, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, units, ctas)),
             (_load_partition, worker_args),
             (_unpack8_partition if UNPACK_WARPS == 8 else _unpack4_partition, worker_args),
         ], [LOAD_WARPS, UNPACK_WARPS], [LOAD_REGS, UNPACK_REGS])
+    if SPLIT_K != 0:
+        if n_units > 0:  # (an empty split adds nothing: the reduction counts the others)
+            _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
+                           tiles_n, units, ctas, SPLIT_K, MAX_PARTS)
 
 
 def shared_layouts(BM: int, BN: int, BK: int):
