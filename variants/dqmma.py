@@ -112,16 +112,27 @@ def _unit(u, blocks, tiles_n):
 
 
 @gluon.jit
-def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, u0, blocks, tiles_n, group):
-    """TMA of the CTA's block i (unit u0 + i: A, packed W and its scale row) into ring slot i % STAGES,
-    completing ready[slot]."""
+def _next_unit(pid_n, pid_m, kb, blocks, tiles_n):
+    """The unit after (pid_n, pid_m, kb), without a division: the issuing warps walk their units in order
+    (decoding each unit by division cost 2-5% at M=64..256, the MMA_LOADS form most; row 49)."""
+    kb += 1
+    tile_done = (kb == blocks).to(gl.int32)
+    kb -= tile_done * blocks
+    pid_n += tile_done
+    row_done = (pid_n == tiles_n).to(gl.int32)
+    return pid_n - row_done * tiles_n, pid_m + row_done, kb
+
+
+@gluon.jit
+def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, kb, group):
+    """TMA of the CTA's block i (block kb of tile (pid_m, pid_n): A, packed W and its scale row) into
+    ring slot i % STAGES, completing ready[slot]."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = p_smem.type.shape[2]
     s = i % STAGES
     bar = ready.index(s)
-    pid_n, pid_m, kb = _unit(u0 + i, blocks, tiles_n)
     k = kb * BK
     mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
@@ -182,9 +193,10 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
 
 @gluon.jit
 def _mma_blocks(acc, begin, end, PARTS: gl.constexpr, MMA_LOADS: gl.constexpr, a_desc, p_desc, s_desc, a_smem,
-                p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks, tiles_n,
-                group):
-    """acc += the CTA's blocks [begin, end), the last wgmma waited for."""
+                p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, n_units, blocks, tiles_n, group,
+                rn, rm, rkb):
+    """acc += the CTA's blocks [begin, end), the last wgmma waited for; (rn, rm, rkb) is the next unit
+    to load under MMA_LOADS, returned advanced."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     WB: gl.constexpr = w_smem.type.shape[0]
     for i in range(begin, end):
@@ -199,11 +211,11 @@ def _mma_blocks(acc, begin, end, PARTS: gl.constexpr, MMA_LOADS: gl.constexpr, a
             refill = i - 1 + STAGES  # into block i-1's slot, once the unpack has read its packed half
             if (i > 0) & (refill < n_units):
                 mbarrier.wait(p_empty.index((i - 1) % STAGES), ((i - 1) // STAGES) & 1)
-                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, u0, blocks, tiles_n,
-                             group)
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, refill, rn, rm, rkb, group)
+                rn, rm, rkb = _next_unit(rn, rm, rkb, blocks, tiles_n)
         else:
             mbarrier.arrive(a_empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-    return warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return warpgroup_mma_wait(num_outstanding=0, deps=(acc,)), rn, rm, rkb
 
 
 @gluon.jit
@@ -214,10 +226,12 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
     STAGES: gl.constexpr = a_smem.type.shape[0]
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BN, 16])
+    rn, rm, rkb = _unit(u0, blocks, tiles_n)
     if MMA_LOADS:  # no loader partition: these warps fill the ring, first all of it
         for j in gl.static_range(STAGES):
             if j < n_units:
-                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, u0, blocks, tiles_n, group)
+                _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, j, rn, rm, rkb, group)
+                rn, rm, rkb = _next_unit(rn, rm, rkb, blocks, tiles_n)
     acc = gl.zeros([BM, BN], gl.float32, ACC)
     if SPLIT_K == 0:
         # stream-K: one loop per tile segment, each written as it ends. A branch for the segment's end
@@ -229,15 +243,16 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
             tile = t_first + seg
             begin = gl.maximum(tile * blocks, u0) - u0
             end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
-            acc = _mma_blocks(gl.zeros([BM, BN], gl.float32, ACC), begin, end, PARTS, MMA_LOADS, a_desc, p_desc,
-                              s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0,
-                              n_units, blocks, tiles_n, group)
+            acc, rn, rm, rkb = _mma_blocks(gl.zeros([BM, BN], gl.float32, ACC), begin, end, PARTS, MMA_LOADS,
+                                           a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty,
+                                           p_empty, w_ready, w_empty, n_units, blocks, tiles_n, group, rn, rm, rkb)
             _tile_epilogue(acc, u0 + end - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n,
                            units, ctas, SPLIT_K, MAX_PARTS)
     else:
         # one segment, written after the partitions join (in this partition it ran ~4% slower, row 49)
-        acc = _mma_blocks(acc, 0, n_units, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem, s_smem,
-                          w_smem, ready, a_empty, p_empty, w_ready, w_empty, u0, n_units, blocks, tiles_n, group)
+        acc, rn, rm, rkb = _mma_blocks(acc, 0, n_units, PARTS, MMA_LOADS, a_desc, p_desc, s_desc, a_smem, p_smem,
+                                       s_smem, w_smem, ready, a_empty, p_empty, w_ready, w_empty, n_units, blocks,
+                                       tiles_n, group, rn, rm, rkb)
     return (acc,)  # the default partition's results come back as a tuple
 
 
@@ -246,11 +261,13 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty, p_empty, w_ready,
                     w_empty, u0, n_units, blocks, tiles_n, group, parts):
     STAGES: gl.constexpr = a_smem.type.shape[0]
+    pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
     for i in range(n_units):
         phase = (i // STAGES) & 1
         mbarrier.wait(a_empty.index(i % STAGES), phase ^ 1)  # a fresh barrier counts as freed: the first round passes
         mbarrier.wait(p_empty.index(i % STAGES), phase ^ 1)
-        _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, u0, blocks, tiles_n, group)
+        _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, kb, group)
+        pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
 @gluon.jit
