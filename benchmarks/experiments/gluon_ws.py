@@ -1,6 +1,6 @@
 """EXPERIMENT: the dqmma family's warp-specialized kernel, with the forms the family does not search.
 
-    python benchmarks/experiments/gluon_ws.py OUT_DIR          (on an sm_90 GPU: check, then time)
+    python benchmarks/experiments/gluon_ws.py OUT_DIR [streamk|probe]   (on an sm_90 GPU: check, then time)
     python benchmarks/experiments/gluon_ws.py --compile BM,BN,BK,SPLIT_K,STAGES,W_BUFFERS[,UW[,MMA_LOADS]]   (offline)
 
 The kernel is variants/dqmma.py's (its docstring has the schedule: a TMA loader warp, 4 unpack warps,
@@ -12,7 +12,8 @@ barrier phase hangs rather than fails: that config is then recorded HANG and ski
 key against A @ dequantize(W), and only then times it, beside the packaged table's pick, cuBLAS fp16
 and the family's bm128.bn128.bk128 4-stage variant through tunesearch's own launch path (the same
 kernel: the two should agree). Timed on the H200: NOTES.md rows 45-47 (MMA_LOADS, the 8th config field:
-the MMA warps issue the TMA, no loader partition; the family's form at BN=256).
+the MMA warps issue the TMA, no loader partition; the family's form at BN=256) and row 49 (`streamk`:
+SPLIT_K=0, the 4th field, is stream-K; `probe`: see PROBE below).
 """
 import json
 import sys
@@ -110,7 +111,8 @@ CONFIGS = {64: [(64, 256, 64, 1, 4, 2, 4, 1), (64, 128, 128, 1, 4, 2, 4, 0), (64
 # + 4 + 8 warps exceed 512 threads at 128 registers.)
 FIELDS = ("BM", "BN", "BK", "SPLIT_K", "STAGES", "W_BUFFERS", "UNPACK_WARPS", "MMA_LOADS")
 
-# `probe` (row 49; needs benchmarks/experiments/dqmma_probe.patch applied to variants/dqmma.py): what
+# `probe` (row 49; needs benchmarks/experiments/dqmma_probe.patch applied to variants/dqmma.py as of
+# commit f37ab38, before stream-K: it does not apply to later trees, whose dqmma ignores PARTS 4-16): what
 # holds a block at ~1.1 us when its tensor work is ~0.5 us. PARTS beyond 1/2: 4 skips A's copy, 8 the
 # weights' (packed and scales), 16 rotates each column tile's block order by pid_n (so the CTAs do not
 # all ask for the same A block at once). Forms per config: (PARTS, label).
