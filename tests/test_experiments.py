@@ -155,3 +155,38 @@ def test_dqmma_compiles_warp_specialized(config):
     assert got["tma_loads"] == (3 + (BK > 64)) * (stages + 1 if mma_loads else 1) and got["setmaxreg"] > 0
     assert got["local"] == 0
     assert got["buffers"] <= got["shared"] <= got["buffers"] + 1024
+
+
+def test_frag32_layout_is_the_register_fragments_k_order():
+    """Layout frag32 (benchmarks/experiments/dqmma_rs.py): word t of each column's 32-deep chunk holds the
+    k that thread t of a quad holds in the wgmma's register operand, k = 2t, 2t+1, 2t+8, 2t+9 of each
+    16-deep step, pair i at nibble positions i and i + 4. Written out by hand here, then the packer and
+    unpacker (its specification) checked against it and against each other."""
+    from benchmarks.experiments.dqmma_rs import _frag32_k, pack_frag32, unpack_frag32
+    from tunesearch.variants import quantize_pack, unpack
+
+    fragment = [[0, 8, 16, 24, 1, 9, 17, 25], [2, 10, 18, 26, 3, 11, 19, 27],
+                [4, 12, 20, 28, 5, 13, 21, 29], [6, 14, 22, 30, 7, 15, 23, 31]]
+    assert _frag32_k().tolist() == fragment
+    packed, _ = quantize_pack(torch.randn(256, 24, generator=torch.Generator().manual_seed(0)), 128)
+    codes = unpack(packed)
+    packed_f = pack_frag32(packed)
+    assert packed_f.shape == (256 // 32, 24, 4) and packed_f.dtype == torch.int32
+    assert torch.equal(unpack_frag32(packed_f), codes)
+    for c, n, t in [(0, 0, 0), (3, 5, 1), (7, 23, 3)]:  # a word's nibbles, one by one
+        word = int(packed_f[c, n, t]) & 0xFFFFFFFF
+        assert [(word >> 4 * p) & 0xF for p in range(8)] == [int(codes[32 * c + k, n]) for k in fragment[t]]
+
+
+@pytest.mark.parametrize("config", ["128,128,2,5", "64,128,2,6", "256,64,1,6"])
+def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
+    # The swapped-operand experiment compiles for sm_90 as written: every wgmma takes W^T from registers
+    # (no fp16 weight in shared memory), BK/16 of them per block in each of the loop's three copies (two
+    # blocks a trip and the odd tail), each followed by a wait that leaves one in flight (with one register
+    # set for every block ptxas serialized them: C7515, a wait for none after each), no spills, and
+    # shared memory within the SM's 227 KB.
+    got = _compiled_offline("dqmma_rs.py", "--compile", config)
+    BK = int(config.split(",")[1])
+    assert got["wgmma"] == 3 * BK // 16 and got["register_a"] == got["wgmma"]
+    assert got["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"]
+    assert got["local"] == 0 and got["shared"] <= 232448

@@ -1,0 +1,315 @@
+"""EXPERIMENT: the W4A16 GEMM with the weights as the wgmma's register operand (NOTES.md row 50).
+
+    python benchmarks/experiments/dqmma_rs.py OUT_DIR                 (on an sm_90 GPU: check, then time)
+    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES  (offline: the schedule, as JSON)
+
+Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
+fp16 weight to shared memory for the MMA warps' wgmma to read (once per warp group), ~176 KB of shared
+traffic a 128x128x128 block. Here the product is taken transposed, C^T [N, M] = W^T [N, K] x A^T [K, M]:
+W^T is the wgmma's A operand, unpacked by the MMA warps straight into the registers the instruction
+reads, and A^T (the activations' TMA tile, a transposed view) its shared B operand. No fp16 weight
+touches shared memory (~112 KB a block), and no hand-over between partitions is left but the copies.
+Each warp group unpacks block i + 1 while its wgmma of block i runs (one left in flight).
+
+The register operand's fragment puts, for each 16-deep k step, k = 2t, 2t + 1, 2t + 8, 2t + 9 of two
+rows in thread t of a quad. Layout **frag32** stores exactly those: int32 [K/32, N, 4], word t of column n
+in 32-deep chunk c holding the 8 codes of k = 32c + 2t + 8 i0 + 16 i1 + e (pair i = i0 + 2 i1 at nibble
+positions i and i + 4, e = 0 and 1), so one LOP3 per pair gives the fp16x2 the fragment holds, and the
+4 words of a column's chunk are 16 contiguous bytes (the warp reads 128 contiguous bytes: no bank
+conflict). `pack_frag32`/`unpack_frag32` are its specification (CI-tested against the fragment's k
+order written out by hand); the kernel is checked against A @ dequantize(base packing).
+
+Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 64..256),
+BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
+dequantize does). One split; a TMA loader warp; the MMA warps unpack and multiply.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from tunesearch.variants.layout import PACK, unpack  # noqa: E402
+
+CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
+
+
+def _frag32_k(device=None) -> torch.Tensor:
+    """[4 words t, 8 nibble positions p] -> k within the chunk: pair i = p % 4, e = p // 4."""
+    t = torch.arange(4, device=device)[:, None]
+    p = torch.arange(PACK, device=device)[None, :]
+    i = p % 4
+    return 2 * t + 8 * (i % 2) + 16 * (i // 2) + p // 4
+
+
+def pack_frag32(packed: torch.Tensor) -> torch.Tensor:
+    """Base-layout packed int32 [K/8, N] -> layout frag32, int32 [K/32, N, 4] (K a multiple of 32)."""
+    codes = unpack(packed)  # [K, N], 0..15
+    k, n = codes.shape
+    if k % CHUNK:
+        raise ValueError(f"frag32 packs 32-deep chunks: K={k} is not a multiple of {CHUNK}")
+    chunks = codes.reshape(k // CHUNK, CHUNK, n).to(torch.int64)
+    picked = chunks[:, _frag32_k(packed.device), :]  # [K/32, 4, 8, N]
+    shifts = (4 * torch.arange(PACK, device=packed.device, dtype=torch.int64))[None, None, :, None]
+    words = (picked << shifts).sum(dim=2)  # [K/32, 4, N]
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+    return words.permute(0, 2, 1).contiguous()
+
+
+def unpack_frag32(packed_f: torch.Tensor) -> torch.Tensor:
+    """Layout frag32 int32 [K/32, N, 4] -> the codes (0..15) as int32 [K, N], in k order."""
+    c, n, four = packed_f.shape
+    assert four == 4 and packed_f.dtype == torch.int32
+    shifts = 4 * torch.arange(PACK, device=packed_f.device, dtype=torch.int32)
+    nibbles = (packed_f.permute(0, 2, 1)[:, :, None, :] >> shifts[None, None, :, None]) & 0xF  # [C, 4, 8, N]
+    codes = torch.empty(c, CHUNK, n, dtype=torch.int32, device=packed_f.device)
+    codes[:, _frag32_k(packed_f.device), :] = nibbles
+    return codes.reshape(c * CHUNK, n)
+
+
+@gluon.jit
+def _codes_ptx(words):
+    """The eight codes of each frag32 word as fp16 q - 8, nibble positions (i, i + 4) in pair i: one LOP3 a
+    pair puts them under fp16's 1024 (0x6400), and the 16x-scaled odd pairs are undone by the FMA."""
+    return gl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 r0, r1, r2, r3, w8, c1032, c16, c72;
+        mov.b32 c1032, 0x64086408;
+        mov.b32 c16, 0x2C002C00;
+        mov.b32 c72, 0xD480D480;
+        lop3.b32 r0, $8, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 r1, $8, 0x00F000F0, 0x64006400, 0xEA;
+        shr.b32 w8, $8, 8;
+        lop3.b32 r2, w8, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 r3, w8, 0x00F000F0, 0x64006400, 0xEA;
+        sub.f16x2 r0, r0, c1032;
+        fma.rn.f16x2 r1, r1, c16, c72;
+        sub.f16x2 r2, r2, c1032;
+        fma.rn.f16x2 r3, r3, c16, c72;
+        mov.b32 {$0, $4}, r0;
+        mov.b32 {$1, $5}, r1;
+        mov.b32 {$2, $6}, r2;
+        mov.b32 {$3, $7}, r3;
+        }""",
+        constraints="=h,=h,=h,=h,=h,=h,=h,=h,r", args=[words], dtype=(gl.float16,) * 8, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
+    """W^T [BN, BK] of one block in the wgmma's register-operand layout: frag32 words from shared memory
+    (thread t of a quad reads word t, so the codes land where the fragment wants them), scaled."""
+    C: gl.constexpr = p_tile.type.shape[0]
+    BN: gl.constexpr = p_tile.type.shape[1]
+    q = _codes_ptx(p_tile.load(WORDS))  # 8 x [C, BN, 4]
+    z = gl.join(gl.join(gl.join(q[0], q[4]), gl.join(q[1], q[5])),
+                gl.join(gl.join(q[2], q[6]), gl.join(q[3], q[7])))  # [C, BN, t, e, i0, i1]
+    z = gl.permute(z, [1, 0, 5, 4, 2, 3])  # [BN, C, i1, i0, t, e]: k = 32 c + 16 i1 + 8 i0 + 2 t + e
+    w = gl.convert_layout(gl.reshape(z, [BN, C * 32]), FRAG, assert_trivial=True)  # registers only
+    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))  # straight into the rows' layout
+    return w * gl.expand_dims(scale, 1)
+
+
+@gluon.jit
+def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr):
+    """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+    acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    return acc
+
+
+@gluon.jit
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
+                   p_smem, s_smem, ready, empty, n_blocks):
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BM, 16])
+    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
+    acc = gl.zeros([BN, BM], gl.float32, ACC)
+    # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
+    # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
+    for j in range(n_blocks // 2):
+        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    if n_blocks % 2 == 1:
+        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return (acc,)
+
+
+@gluon.jit
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, n_blocks, group):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
+        bar = ready.index(s)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+        k = i * BK
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+
+
+@gluon.jit
+def rs_kernel(a_desc, p_desc, s_desc, c_ptr, M, N, K, stride_cm, stride_cn, GROUP: gl.constexpr,
+              BM: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, WORDS: gl.constexpr,
+              num_warps: gl.constexpr):
+    BN: gl.constexpr = 16 * num_warps  # 64 columns of W per warp group
+    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
+    pid_n = gl.program_id(0)
+    pid_m = gl.program_id(1)
+    n_blocks = K // BK
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(empty.index(j), count=1)
+    (acc,) = gl.warp_specialize([
+        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, n_blocks,
+                           GROUP)),
+    ], [1], [24])
+    # C^T's tile [BN, BM] into C [M, N]
+    ACC: gl.constexpr = acc.type.layout
+    cn = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, ACC)), 1)
+    cm = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, ACC)), 0)
+    gl.store(c_ptr + cm * stride_cm + cn * stride_cn, acc.to(gl.float16), mask=(cm < M) & (cn < N))
+
+
+def word_layout(BK: int, WG: int):
+    """Where each thread reads its frag32 words [BK/32, BN, 4]: lanes 4t + ... as the fragment's quads
+    (t -> word, g -> column), the second row of a thread 8 columns on, chunks in registers, 16 columns a
+    warp, 64 a warp group."""
+    chunks = [[1 << b, 0, 0] for b in range((BK // 32).bit_length() - 1)]
+    return gl.DistributedLinearLayout(reg_bases=[[0, 8, 0]] + chunks,
+                                      lane_bases=[[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
+                                      warp_bases=[[0, 16, 0], [0, 32, 0]] + ([[0, 64, 0]] if WG == 2 else []),
+                                      block_bases=[], shape=[BK // 32, 64 * WG, 4])
+
+
+def descriptors(a, packed_f, scales, BM: int, BK: int, WG: int):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    BN = 64 * WG
+    return (TensorDescriptor.from_tensor(a, [BM, BK], gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)),
+            TensorDescriptor.from_tensor(packed_f, [BK // 32, BN, 4],
+                                         gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=3)),
+            TensorDescriptor.from_tensor(scales, [1, BN],
+                                         gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)))
+
+
+def launch_registers(WG: int) -> int:
+    """The MMA warps (4 per warp group) and the loader, padded to a warp group, share an SM's 64K."""
+    return min(232, 65536 // (32 * (4 * WG + 4)) // 8 * 8)
+
+
+def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, group_size=128):
+    """A no-argument callable running the kernel on these operands (for graph capture)."""
+    M, K = a.shape
+    N = packed_f.shape[1]
+    args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, M, N, K, *out.stride())
+    meta = dict(GROUP=group_size, BM=BM, BK=BK, STAGES=STAGES, WORDS=word_layout(BK, WG), num_warps=4 * WG,
+                maxnreg=launch_registers(WG))
+    grid = (triton.cdiv(N, 64 * WG), triton.cdiv(M, BM))
+    return lambda: rs_kernel[grid](*args, **meta)
+
+
+def compile_offline(BM, BK, WG, STAGES, group_size=128):
+    """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    a = torch.empty(BM, 4096, dtype=torch.float16)
+    packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
+    scales = torch.empty(32, 11008, dtype=torch.float16)
+    a_desc, p_desc, s_desc = descriptors(a, packed_f, scales, BM, BK, WG)
+    consts = dict(GROUP=group_size, BM=BM, BK=BK, STAGES=STAGES, WORDS=word_layout(BK, WG), num_warps=4 * WG,
+                  stride_cn=1)
+    types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
+                 c_ptr="*fp16", M="i32", N="i32", K="i32", stride_cm="i32")
+    signature = {name: types.get(name, "constexpr") for name in rs_kernel.arg_names}
+    divisible = [rs_kernel.arg_names.index(n) for n in ("c_ptr", "N", "K", "stride_cm")]
+    src = GluonASTSource(rs_kernel, signature, constexprs=consts,
+                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=4 * WG, maxnreg=launch_registers(WG)))
+
+
+def schedule(BM, BK, WG, STAGES) -> dict:
+    """What the compiled kernel holds (sm_90, offline): wgmma (and whether their A operand is registers),
+    their waits, TMA loads, shared stores, registers and spills."""
+    from benchmarks.sass_stats import disassemble, resources
+
+    compiled = compile_offline(BM, BK, WG, STAGES)
+    sass = disassemble(compiled)
+    hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
+    return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
+                waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
+                tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                shared_stores=sum(op.startswith("STS") for _, op, _ in sass),
+                shared=compiled.metadata.shared, **resources(compiled))
+
+
+# (M, K, N) and configs (BM, BK, WG, STAGES), beside the packaged table's pick and dqmma's sk1 form
+KEYS = [(128, 4096, 11008), (64, 4096, 11008), (128, 11008, 4096), (256, 4096, 11008), (128, 4096, 22016)]
+CONFIGS = {64: [(64, 128, 2, 6), (64, 128, 1, 8)], 128: [(128, 128, 2, 5), (128, 128, 1, 5), (128, 64, 2, 8)],
+           256: [(256, 64, 1, 6), (256, 128, 1, 3)]}
+
+
+def main(out_dir):
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
+    from tunesearch.dispatch import Dispatcher, read_table
+    from tunesearch.gpu import gpu_info
+
+    info = gpu_info(0)
+    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
+    rows = []
+    for M, K, N in KEYS:
+        ops = Operands(M, N, K, 128, info.l2_bytes)
+        frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies]
+        inputs = CheckInputs(M, N, K, 128, "cuda")
+        shipped = table.resolve(M, N, K, torch.device("cuda"))
+        ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
+                   table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
+        print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
+        for BM, BK, WG, STAGES in CONFIGS[M]:
+            try:
+                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+                launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, BM, BK, WG, STAGES)()
+                torch.cuda.synchronize()
+                err = relative_error(out, inputs.ref)
+                if not err < REL_TOL:
+                    raise AssertionError(f"WRONG: relative error {err:.3g}")
+                us = graph_time([launcher(*c, BM, BK, WG, STAGES) for c in frag], replays=20).us
+            except Exception as e:  # a config that does not compile, fit or compute right: say so
+                us = f"{type(e).__name__}: {str(e)[:200]}"
+            rows.append(dict(M=M, K=K, N=N, BM=BM, BK=BK, WG=WG, STAGES=STAGES, us=us, **ref))
+            print(f"  bm{BM} bk{BK} wg{WG} s{STAGES}: " + (us if isinstance(us, str) else f"{us:.2f}"), flush=True)
+        del ops, frag, inputs
+        with open(f"{out_dir}/dqmma_rs.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--compile":
+        print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    else:
+        main(sys.argv[1])
