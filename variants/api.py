@@ -126,10 +126,10 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     M, K = a.shape
     N = packed.shape[1]
     p = variant.params
-    split_k = p.get("SPLIT_K", 1)
-    tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
     if variant.family == "dqmma":  # Gluon: imported only where the family can run
         return _dqmma_call(p, a, packed, scales, out, group_size)
+    split_k = p.get("SPLIT_K", 1)
+    tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
     if split_k > 1:
         workspace = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
         locks = _locks(a.device, tiles_m * tiles_n)
