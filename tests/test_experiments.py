@@ -178,7 +178,7 @@ def test_frag32_layout_is_the_register_fragments_k_order():
         assert [(word >> 4 * p) & 0xF for p in range(8)] == [int(codes[32 * c + k, n]) for k in fragment[t]]
 
 
-@pytest.mark.parametrize("config", ["128,128,2,5", "64,128,2,6", "256,64,1,6"])
+@pytest.mark.parametrize("config", ["128,128,2,5", "64,128,2,6", "256,64,1,6", "16,128,2,8,4"])
 def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
     # The swapped-operand experiment compiles for sm_90 as written: every wgmma takes W^T from registers
     # (no fp16 weight in shared memory), BK/16 of them per block in each of the loop's three copies (two

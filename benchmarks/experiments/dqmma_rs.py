@@ -1,7 +1,7 @@
 """EXPERIMENT: the W4A16 GEMM with the weights as the wgmma's register operand (NOTES.md row 50).
 
-    python benchmarks/experiments/dqmma_rs.py OUT_DIR                 (on an sm_90 GPU: check, then time)
-    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES  (offline: the schedule, as JSON)
+    python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
+    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K]  (offline: the schedule)
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
 fp16 weight to shared memory for the MMA warps' wgmma to read (once per warp group), ~176 KB of shared
@@ -19,9 +19,15 @@ positions i and i + 4, e = 0 and 1), so one LOP3 per pair gives the fp16x2 the f
 conflict). `pack_frag32`/`unpack_frag32` are its specification (CI-tested against the fragment's k
 order written out by hand); the kernel is checked against A @ dequantize(base packing).
 
-Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 64..256),
-BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
-dequantize does). One split; a TMA loader warp; the MMA warps unpack and multiply.
+Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 16..256,
+so the same form serves decode), BK = 64 or 128 dividing the group size (one scale row per block, folded
+into the fp16 weights as dequantize does). Split-K over whole blocks with the families' deterministic
+reduction; a TMA loader warp; the MMA warps unpack and multiply. TMA zero-fills past M and N; the scales'
+rows need N % 8 == 0.
+
+The probe first runs each config on mask-edge shapes in a child process with a timeout (a wrong barrier
+phase hangs), checks it at the key against A @ dequantize(W), then times it beside the packaged table's
+pick and cuBLAS fp16.
 """
 import json
 import sys
@@ -148,7 +154,8 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 
 
 @gluon.jit
-def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, n_blocks, group):
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                    n_blocks, group):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -158,21 +165,25 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
         bar = ready.index(s)
         mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        k = i * BK
+        k = (first_block + i) * BK
         tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
         tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
         tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
-def rs_kernel(a_desc, p_desc, s_desc, c_ptr, M, N, K, stride_cm, stride_cn, GROUP: gl.constexpr,
-              BM: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, WORDS: gl.constexpr,
-              num_warps: gl.constexpr):
+def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn, GROUP: gl.constexpr,
+              BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
+              WORDS: gl.constexpr, num_warps: gl.constexpr):
     BN: gl.constexpr = 16 * num_warps  # 64 columns of W per warp group
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
-    pid_m = gl.program_id(1)
-    n_blocks = K // BK
+    pid_k = gl.program_id(1)
+    pid_m = gl.program_id(2)
+    blocks = K // BK
+    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+    first_block = pid_k * per_split
+    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
@@ -183,14 +194,33 @@ def rs_kernel(a_desc, p_desc, s_desc, c_ptr, M, N, K, stride_cm, stride_cn, GROU
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
         (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
-        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, n_blocks,
-                           GROUP)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                           n_blocks, GROUP)),
     ], [1], [24])
-    # C^T's tile [BN, BM] into C [M, N]
+    # C^T's tile [BN, BM] into C [M, N]: directly, or through the families' deterministic split-K
+    # reduction (fp32 partials in the tile's slot per split, summed in split order by the last to arrive)
     ACC: gl.constexpr = acc.type.layout
-    cn = gl.expand_dims(pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(1, ACC)), 1)
-    cm = gl.expand_dims(pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, ACC)), 0)
-    gl.store(c_ptr + cm * stride_cm + cn * stride_cn, acc.to(gl.float16), mask=(cm < M) & (cn < N))
+    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
+    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
+    cn = gl.expand_dims(pid_n * BN + rows, 1)
+    cm = gl.expand_dims(pid_m * BM + cols, 0)
+    mask = (cm < M) & (cn < N)
+    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
+    if SPLIT_K == 1:
+        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+    elif n_blocks > 0:  # (an empty split adds nothing: the others are counted)
+        tile = pid_m * gl.num_programs(0) + pid_n
+        parts = (blocks + per_split - 1) // per_split
+        ws_tile = ws_ptr + tile * (SPLIT_K * BN * BM) + gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
+        gl.store(ws_tile + pid_k * (BN * BM), acc)
+        gl.thread_barrier()  # every thread's partial is written before the release below
+        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if arrived == parts - 1:
+            total = gl.zeros([BN, BM], gl.float32, ACC)
+            for part in range(parts):
+                total += gl.load(ws_tile + part * (BN * BM), cache_modifier=".cg")
+            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
 
 
 def word_layout(BK: int, WG: int):
@@ -220,18 +250,22 @@ def launch_registers(WG: int) -> int:
     return min(232, 65536 // (32 * (4 * WG + 4)) // 8 * 8)
 
 
-def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, group_size=128):
+def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
     N = packed_f.shape[1]
-    args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, M, N, K, *out.stride())
-    meta = dict(GROUP=group_size, BM=BM, BK=BK, STAGES=STAGES, WORDS=word_layout(BK, WG), num_warps=4 * WG,
-                maxnreg=launch_registers(WG))
-    grid = (triton.cdiv(N, 64 * WG), triton.cdiv(M, BM))
+    BN = 64 * WG
+    tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
+    ws = torch.empty(tiles * SPLIT_K * BN * BM if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
+    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+    args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
+    meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
+                num_warps=4 * WG, maxnreg=launch_registers(WG))
+    grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rs_kernel[grid](*args, **meta)
 
 
-def compile_offline(BM, BK, WG, STAGES, group_size=128):
+def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -241,24 +275,24 @@ def compile_offline(BM, BK, WG, STAGES, group_size=128):
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     a_desc, p_desc, s_desc = descriptors(a, packed_f, scales, BM, BK, WG)
-    consts = dict(GROUP=group_size, BM=BM, BK=BK, STAGES=STAGES, WORDS=word_layout(BK, WG), num_warps=4 * WG,
-                  stride_cn=1)
+    consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
+                  num_warps=4 * WG, stride_cn=1)
     types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
-                 c_ptr="*fp16", M="i32", N="i32", K="i32", stride_cm="i32")
+                 c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in rs_kernel.arg_names}
-    divisible = [rs_kernel.arg_names.index(n) for n in ("c_ptr", "N", "K", "stride_cm")]
+    divisible = [rs_kernel.arg_names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
     src = GluonASTSource(rs_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=4 * WG, maxnreg=launch_registers(WG)))
 
 
-def schedule(BM, BK, WG, STAGES) -> dict:
+def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma (and whether their A operand is registers),
     their waits, TMA loads, shared stores, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources
 
-    compiled = compile_offline(BM, BK, WG, STAGES)
+    compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K)
     sass = disassemble(compiled)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
@@ -268,10 +302,49 @@ def schedule(BM, BK, WG, STAGES) -> dict:
                 shared=compiled.metadata.shared, **resources(compiled))
 
 
-# (M, K, N) and configs (BM, BK, WG, STAGES), beside the packaged table's pick and dqmma's sk1 form
-KEYS = [(128, 4096, 11008), (64, 4096, 11008), (128, 11008, 4096), (256, 4096, 11008), (128, 4096, 22016)]
-CONFIGS = {64: [(64, 128, 2, 6), (64, 128, 1, 8)], 128: [(128, 128, 2, 5), (128, 128, 1, 5), (128, 64, 2, 8)],
-           256: [(256, 64, 1, 6), (256, 128, 1, 3)]}
+# (M, K, N) -> configs (BM, BK, WG, STAGES, SPLIT_K), beside the packaged table's pick: decode M with the
+# tokens as a 16- or 32-wide wgmma N and K split to fill the SMs; M >= 64 against dqmma's picks
+PLAN = {(1, 4096, 11008): [(16, 128, 2, 8, 4), (16, 128, 1, 8, 2), (16, 128, 2, 8, 2)],
+        (16, 4096, 11008): [(16, 128, 2, 8, 4), (16, 128, 1, 8, 2)],
+        (16, 11008, 4096): [(16, 128, 2, 8, 8), (16, 128, 1, 8, 4)],
+        (32, 4096, 11008): [(32, 128, 2, 8, 4), (32, 128, 1, 8, 2)],
+        (64, 4096, 11008): [(64, 128, 2, 6, 1), (64, 128, 1, 8, 1), (64, 128, 2, 6, 2)],
+        (128, 4096, 11008): [(128, 128, 2, 5, 1), (128, 128, 1, 5, 1), (128, 64, 2, 8, 1), (128, 128, 2, 5, 2)],
+        (128, 11008, 4096): [(128, 128, 2, 5, 4), (128, 128, 1, 5, 2)],
+        (128, 4096, 22016): [(128, 128, 2, 5, 1), (128, 128, 1, 5, 1)],
+        (256, 4096, 11008): [(256, 64, 1, 6, 1), (256, 128, 1, 3, 1)]}
+FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
+# mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
+SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
+
+
+def smoke(config) -> str | None:
+    """``config`` on the smoke shapes against A @ dequantize(W); None, or what went wrong."""
+    from tunesearch.bench import REL_TOL, CheckInputs, relative_error
+
+    for M, K, N in SMOKE_SHAPES:
+        inputs = CheckInputs(M, N, K, 128, "cuda", seed=M + K + N)
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+        launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, **config)()
+        torch.cuda.synchronize()
+        err = relative_error(out, inputs.ref)
+        if not err < REL_TOL:
+            return f"WRONG at M={M} K={K} N={N}: relative error {err:.3g}"
+    return None
+
+
+def smoke_in_child(config, timeout_s=60) -> str | None:
+    import subprocess
+
+    arg = ",".join(str(config[k]) for k in FIELDS)
+    try:
+        run = subprocess.run([sys.executable, __file__, "--smoke", arg], capture_output=True, text=True,
+                             timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return f"HANG: no result in {timeout_s} s"
+    if run.returncode != 0:
+        return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
+    return None
 
 
 def main(out_dir):
@@ -281,8 +354,8 @@ def main(out_dir):
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
-    rows = []
-    for M, K, N in KEYS:
+    rows, smoked = [], {}
+    for (M, K, N), configs in PLAN.items():
         ops = Operands(M, N, K, 128, info.l2_bytes)
         frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies]
         inputs = CheckInputs(M, N, K, 128, "cuda")
@@ -290,19 +363,25 @@ def main(out_dir):
         ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
-        for BM, BK, WG, STAGES in CONFIGS[M]:
+        for key in configs:
+            config = dict(zip(FIELDS, key))
+            if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
+                smoked[key] = smoke_in_child(config)
             try:
+                if smoked[key]:
+                    raise RuntimeError(smoked[key])
                 out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, BM, BK, WG, STAGES)()
+                launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, **config)()
                 torch.cuda.synchronize()
                 err = relative_error(out, inputs.ref)
                 if not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
-                us = graph_time([launcher(*c, BM, BK, WG, STAGES) for c in frag], replays=20).us
+                us = graph_time([launcher(*c, **config) for c in frag], replays=20).us
             except Exception as e:  # a config that does not compile, fit or compute right: say so
                 us = f"{type(e).__name__}: {str(e)[:200]}"
-            rows.append(dict(M=M, K=K, N=N, BM=BM, BK=BK, WG=WG, STAGES=STAGES, us=us, **ref))
-            print(f"  bm{BM} bk{BK} wg{WG} s{STAGES}: " + (us if isinstance(us, str) else f"{us:.2f}"), flush=True)
+            rows.append(dict(M=M, K=K, N=N, **config, us=us, **ref))
+            print("  bm{} bk{} wg{} s{} sk{}: ".format(*key) + (us if isinstance(us, str) else f"{us:.2f}"),
+                  flush=True)
         del ops, frag, inputs
         with open(f"{out_dir}/dqmma_rs.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
@@ -311,5 +390,9 @@ def main(out_dir):
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    elif sys.argv[1] == "--smoke":
+        problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
+        print(problem or "ok")
+        sys.exit(1 if problem else 0)
     else:
         main(sys.argv[1])
