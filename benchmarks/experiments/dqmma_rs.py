@@ -303,8 +303,8 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
 
 
 # (M, K, N) -> configs (BM, BK, WG, STAGES, SPLIT_K), beside the packaged table's pick: decode M with the
-# tokens as a 16- or 32-wide wgmma N and K split to fill the SMs; M >= 64 against dqmma's picks
-PLAN = {(1, 4096, 11008): [(16, 128, 2, 8, 4), (16, 128, 1, 8, 2), (16, 128, 2, 8, 2)],
+# tokens as an 8- to 32-wide wgmma N and K split to fill the SMs; M >= 64 against dqmma's picks
+PLAN = {(1, 4096, 11008): [(8, 128, 2, 8, 4), (8, 128, 1, 8, 2), (16, 128, 2, 8, 4)],
         (16, 4096, 11008): [(16, 128, 2, 8, 4), (16, 128, 1, 8, 2)],
         (16, 11008, 4096): [(16, 128, 2, 8, 8), (16, 128, 1, 8, 4)],
         (32, 4096, 11008): [(32, 128, 2, 8, 4), (32, 128, 1, 8, 2)],
