@@ -19,7 +19,7 @@ positions i and i + 4, e = 0 and 1), so one LOP3 per pair gives the fp16x2 the f
 conflict). `pack_frag32`/`unpack_frag32` are its specification (CI-tested against the fragment's k
 order written out by hand); the kernel is checked against A @ dequantize(base packing).
 
-Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 16..256,
+Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 8..256,
 so the same form serves decode), BK = 64 or 128 dividing the group size (one scale row per block, folded
 into the fp16 weights as dequantize does). Split-K over whole blocks with the families' deterministic
 reduction; a TMA loader warp; the MMA warps unpack and multiply. TMA zero-fills past M and N; the scales'
