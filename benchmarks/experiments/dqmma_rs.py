@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
+from benchmarks.experiments import gluon_checks  # noqa: E402
 from tunesearch.variants.layout import PACK, unpack  # noqa: E402
 
 CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
@@ -318,37 +319,18 @@ FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
 
 
+def _launch(config):
+    """``config``'s launch on base-layout operands (weights repacked to frag32), as gluon_checks takes it."""
+    return lambda a, packed, scales, out: launcher(a, pack_frag32(packed), scales, out, **config)
+
+
 def smoke(config) -> str | None:
     """``config`` on the smoke shapes against A @ dequantize(W); None, or what went wrong."""
-    from tunesearch.bench import REL_TOL, CheckInputs, relative_error
-
-    for M, K, N in SMOKE_SHAPES:
-        inputs = CheckInputs(M, N, K, 128, "cuda", seed=M + K + N)
-        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-        launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, **config)()
-        torch.cuda.synchronize()
-        err = relative_error(out, inputs.ref)
-        if not err < REL_TOL:
-            return f"WRONG at M={M} K={K} N={N}: relative error {err:.3g}"
-    return None
-
-
-def smoke_in_child(config, timeout_s=60) -> str | None:
-    import subprocess
-
-    arg = ",".join(str(config[k]) for k in FIELDS)
-    try:
-        run = subprocess.run([sys.executable, __file__, "--smoke", arg], capture_output=True, text=True,
-                             timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return f"HANG: no result in {timeout_s} s"
-    if run.returncode != 0:
-        return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
-    return None
+    return gluon_checks.smoke(_launch(config), SMOKE_SHAPES)
 
 
 def main(out_dir):
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
 
@@ -366,14 +348,11 @@ def main(out_dir):
         for key in configs:
             config = dict(zip(FIELDS, key))
             if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
-                smoked[key] = smoke_in_child(config)
+                smoked[key] = gluon_checks.smoke_in_child(__file__, FIELDS, config, timeout_s=60)
             try:
                 if smoked[key]:
                     raise RuntimeError(smoked[key])
-                out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                launcher(inputs.a, pack_frag32(inputs.packed), inputs.scales, out, **config)()
-                torch.cuda.synchronize()
-                err = relative_error(out, inputs.ref)
+                err = gluon_checks.relative_error_of(_launch(config), inputs)
                 if not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
                 us = graph_time([launcher(*c, **config) for c in frag], replays=20).us

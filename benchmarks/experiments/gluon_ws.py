@@ -25,6 +25,7 @@ import triton
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
+from benchmarks.experiments import gluon_checks  # noqa: E402
 from tunesearch.variants.dqmma import dqmma_kernel, descriptors, launch_registers  # noqa: E402  (the family's kernel)
 
 
@@ -133,7 +134,8 @@ PROBE_FORMS = [(3, "ws"), (2, "mma only"), (1, "unpack only"), (7, "ws, no A cop
                (11, "ws, no W copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
 PROBE_SHORT = [(3, "ws"), (7, "ws, no A copy"), (14, "mma only, no copies"), (19, "ws, rotated")]
 PROBE = [((128, 4096, 11008), (128, 128, 128, 1, 4, 2, 4, 0), PROBE_FORMS),
-         ((128, 4096, 11008), (128, 256, 64, 3, 4, 2, 4, 1), PROBE_SHORT + [(2, "mma only"), (6, "mma only, no A copy")]),
+         ((128, 4096, 11008), (128, 256, 64, 3, 4, 2, 4, 1),
+          PROBE_SHORT + [(2, "mma only"), (6, "mma only, no A copy")]),
          ((128, 4096, 11008), (128, 128, 128, 2, 4, 2, 4, 0), PROBE_SHORT),
          ((128, 11008, 4096), (128, 128, 128, 4, 4, 2, 4, 0), PROBE_FORMS),
          ((128, 11008, 4096), (128, 64, 128, 2, 4, 2, 4, 0), PROBE_SHORT),
@@ -146,39 +148,24 @@ PROBE = [((128, 4096, 11008), (128, 128, 128, 1, 4, 2, 4, 0), PROBE_FORMS),
 SMOKE_SHAPES = [(65, 256, 200), (130, 1024, 520), (128, 4096, 4096)]
 
 
+def _launch(config):
+    """``config``'s launch on any operands, as gluon_checks takes it."""
+    return lambda a, packed, scales, out: ws_launcher(a, packed, scales, out, **config)
+
+
 def smoke(config) -> str | None:
     """Run ``config`` on the smoke shapes against A @ dequantize(W); None, or what went wrong."""
-    from tunesearch.bench import REL_TOL, CheckInputs, relative_error
-
-    for M, K, N in SMOKE_SHAPES:
-        inputs = CheckInputs(M, N, K, 128, "cuda", seed=M + K + N)
-        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-        ws_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
-        torch.cuda.synchronize()
-        err = relative_error(out, inputs.ref)
-        if not err < REL_TOL:
-            return f"WRONG at M={M} K={K} N={N}: relative error {err:.3g}"
-    return None
+    return gluon_checks.smoke(_launch(config), SMOKE_SHAPES)
 
 
 def smoke_in_child(config, timeout_s=45) -> str | None:
     """``smoke`` in a process of its own, so that a hang (a barrier waited on with the wrong phase never
     completes) costs this config its timeout instead of the whole probe."""
-    import subprocess
-
-    arg = ",".join(str(config[k]) for k in FIELDS)
-    try:
-        run = subprocess.run([sys.executable, __file__, "--smoke", arg], capture_output=True, text=True,
-                             timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return f"HANG: no result in {timeout_s} s"
-    if run.returncode != 0:
-        return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
-    return None
+    return gluon_checks.smoke_in_child(__file__, FIELDS, config, timeout_s)
 
 
 def main(out_dir, probe=None):
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, relative_error, time_fp16, time_variant
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
     from tunesearch.variants import Variant
@@ -217,10 +204,7 @@ def main(out_dir, probe=None):
                     if smoked[key]:
                         raise RuntimeError(smoked[key])
                     if parts & 15 == 3:  # checked first; a wrong result is recorded and not timed
-                        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-                        ws_launcher(inputs.a, inputs.packed, inputs.scales, out, **config)()
-                        torch.cuda.synchronize()
-                        err = relative_error(out, inputs.ref)
+                        err = gluon_checks.relative_error_of(_launch(config), inputs)
                         if not err < REL_TOL:
                             raise AssertionError(f"WRONG: relative error {err:.3g}")
                     us = graph_time([ws_launcher(*c, **config) for c in ops.copies], replays=20).us
