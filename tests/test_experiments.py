@@ -190,3 +190,28 @@ def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
     assert got["wgmma"] == 3 * BK // 16 and got["register_a"] == got["wgmma"]
     assert got["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"]
     assert got["local"] == 0 and got["shared"] <= 232448
+
+
+@pytest.mark.parametrize("variant", ["rsmma.bm128.bn128.bk64.sk1.w8.s8", "rsmma.bm128.bn128.bk128.sk2.w8.s5",
+                                     "rsmma.bm256.bn128.bk128.sk1.w8.s2", "rsmma.bm256.bn64.bk128.sk1.w4.s3",
+                                     "rsmma.bm64.bn64.bk64.sk4.w4.s8"])
+def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
+    # The rsmma family's kernel (variants/rsmma.py) as its launcher builds it, compiled for sm_90 (CI has no
+    # GPU; Gluon no interpreter): every wgmma takes W^T from registers, BK/16 a block in each of the loop's
+    # three copies (two blocks a trip and the odd tail), each followed by a wait that leaves one in flight
+    # and one wait for none at the end; the packed words read 8 bytes a load (a thread's two columns
+    # adjacent: BK/32 chunks x 4 words a block, 3 blocks); no spills even at the widest tiles (BM=256 with
+    # BK=128 at 8 and at 4 warps, which the family admits with no register rule); and shared memory
+    # within what the family's validity rule counts (its figure + 1024).
+    from tunesearch.variants import Variant
+    from tunesearch.variants.space import rsmma_shared_bytes
+
+    got = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
+    p = Variant.from_id(variant).params
+    assert got["wgmma"] == 3 * p["BK"] // 16 and got["register_a"] == got["wgmma"]
+    assert got["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"]
+    assert got["shared_loads"].get("LDS.64", 0) == 3 * (p["BK"] // 32) * 4
+    assert got["tma_loads"] == 3 + (p["BK"] > 64)  # A's 256-byte rows at BK=128 take two boxes
+    assert got["local"] == 0
+    bytes_ = rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"])
+    assert bytes_ <= got["shared"] <= bytes_ + 1024

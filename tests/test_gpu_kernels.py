@@ -37,9 +37,9 @@ def test_families_on_gpu(M, K, N, compiler):
         except AssertionError as exc:
             failures.append(str(exc))
     print(f"M={M} K={K} N={N}: {len(checked)} variants checked")
-    # stream-K's reduction sums the partials in the contributors' order, whichever arrives last: bitwise
-    # the same result on every run
-    for variant in streamk:
+    # the split reductions (stream-K's, split-K's) sum the partials in the contributors' order, whichever
+    # arrives last: bitwise the same result on every run
+    for variant in split:
         runs = [matmul(a, packed, scales, variant, G) for _ in range(3)]
         if not all(torch.equal(runs[0], r) for r in runs[1:]):
             failures.append(f"{variant.id}: results differ between runs")
@@ -139,11 +139,13 @@ DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128),
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("family", ["dqmma", "rsmma"])
 @pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
-def test_gluon_family_on_gpu(M, K, N, G):
-    """dqmma (Gluon, no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
+def test_gluon_family_on_gpu(M, K, N, G, family):
+    """The Gluon families (no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
     contiguous, transposed and misaligned activations (TMA then reads an aligned copy), through the
-    dispatch launcher, and with misaligned weight views."""
+    dispatch launcher, and with misaligned weight views; their split reductions bitwise the same on
+    every run."""
     import torch
 
     from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
@@ -152,15 +154,20 @@ def test_gluon_family_on_gpu(M, K, N, G):
     limits = DeviceLimits.of(0)
     if not limits.gluon:
         pytest.skip(f"{limits.name}: no Gluon family here")
-    space = [v for v in variant_space(M, N, K, G, device=0) if v.family == "dqmma"]
+    space = [v for v in variant_space(M, N, K, G, device=0) if v.family == family]
     assert space
-    rng = random.Random(f"dqmma-{M}-{K}-{N}-{G}")
-    picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == "dqmma"]
-    picks += [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
-    picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
-    streamk = [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
-               for bn in (64, 256)]
-    picks += streamk
+    rng = random.Random(f"{family}-{M}-{K}-{N}-{G}")
+    picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == family]
+    split = [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
+    picks += split
+    if family == "dqmma":
+        picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
+        split = [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
+                 for bn in (64, 256)]  # stream-K
+        picks += split
+    else:  # the widest token tile, and one warp group with two
+        picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (64, 256)]
+        picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]
     picks += rng.sample(space, min(3, len(space)))
     gen = torch.Generator().manual_seed(M + N + K)
     packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)
@@ -190,9 +197,9 @@ def test_gluon_family_on_gpu(M, K, N, G):
     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     if not err < 2e-3:
         failures.append(f"{picks[0].id} sliced weights: relative error {err:.3g}")
-    # stream-K's reduction sums the partials in the contributors' order, whichever arrives last: bitwise
-    # the same result on every run
-    for variant in streamk:
+    # the split reductions (stream-K's, split-K's) sum the partials in the contributors' order, whichever
+    # arrives last: bitwise the same result on every run
+    for variant in split:
         runs = [matmul(a, packed, scales, variant, G) for _ in range(3)]
         if not all(torch.equal(runs[0], r) for r in runs[1:]):
             failures.append(f"{variant.id}: results differ between runs")

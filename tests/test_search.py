@@ -136,9 +136,10 @@ def test_one_read_per_trial_proposes_what_a_read_per_parameter_proposes(tmp_path
 
 
 def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
-    """A dqmma trial is stored under dqmma.py's hash and a Triton family's under the search's code,
-    so a change to either kernel source re-measures only its own family on a resumed key."""
-    from tunesearch.search import code_version
+    """A Gluon family's trial (dqmma, rsmma) is stored under its sources' hash and a Triton family's under
+    the search's code, so a change to either kernel source re-measures only its own family on a resumed
+    key."""
+    from tunesearch.search import FAMILY_SOURCES, code_version
     from tunesearch.variants import DeviceLimits
 
     key = Key("synthetic", 128, 4096, 4096, 128)
@@ -150,12 +151,16 @@ def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
     s.run(30, deadline=time.time() + 120)
     stored = {t.variant_id: t.code_version for t in s.store.trials(key)}
     families = {vid.split(".")[0] for vid in stored}
-    assert "dqmma" in families and len(families) > 1
-    assert all(code == (code_version("dqmma") if vid.startswith("dqmma.") else "c") for vid, code in stored.items())
-    # the Triton families' code changed: their trials are measured again, dqmma's answered from the store
+    assert {"dqmma", "rsmma"} <= families and len(families) > 2
+    assert code_version("dqmma") != code_version("rsmma")
+    for vid, code in stored.items():
+        family = vid.split(".")[0]
+        assert code == (code_version(family) if family in FAMILY_SOURCES else "c"), vid
+    # the Triton families' code changed: their trials are measured again, the Gluon ones' answered from
+    # the store
     m2 = Landscape(m.best_id)
     s2 = KeySearch(s.store, m2, key, code="c2", gpu_id=1, sweep_id=None, versions={}, limits=limits, seed=1)
-    assert set(s2.measured()) == {vid for vid in stored if vid.startswith("dqmma.")}
+    assert set(s2.measured()) == {vid for vid in stored if vid.split(".")[0] in FAMILY_SOURCES}
 
 
 def test_a_sweep_records_every_kernel_hash():
@@ -167,3 +172,4 @@ def test_a_sweep_records_every_kernel_hash():
     info = SimpleNamespace(driver="d", torch_version="t", triton_version="3.6.0", tunesearch_version="0")
     versions = _versions(info, code_version())
     assert versions["code"] == code_version() and versions["code_dqmma"] == code_version("dqmma")
+    assert versions["code_rsmma"] == code_version("rsmma")

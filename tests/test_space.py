@@ -113,10 +113,12 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
 
     v = Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w8.s8")
     # never assumed: not by default, not on the CPU, not in the interpreter
+    rs = Variant.from_id("rsmma.bm128.bn128.bk64.sk1.w8.s8")
     for device in (None, "cpu"):
         assert "needs an sm_90 GPU" in variant_error(v, 128, 11008, 4096, 128, device)
-        assert not any(v.family == "dqmma" for v in variant_space(128, 11008, 4096, 128, device))
-        assert all(v.family != "dqmma" for v in heuristic_variants(128, 11008, 4096, 128, device))
+        assert "needs an sm_90 GPU" in variant_error(rs, 128, 11008, 4096, 128, device)
+        assert not any(v.family in ("dqmma", "rsmma") for v in variant_space(128, 11008, 4096, 128, device))
+        assert all(v.family not in ("dqmma", "rsmma") for v in heuristic_variants(128, 11008, 4096, 128, device))
     hopper = DeviceLimits(gluon=True)
     assert variant_error(v, 128, 11008, 4096, 128, hopper) is None
     for M in (1, 16, 32, 48, 64, 96, 128, 192, 256, 1024):
@@ -126,9 +128,12 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
             p = d.params
             assert p["num_warps"] == p["BM"] // 16 and 128 % p["BK"] == 0
             assert dqmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) <= hopper.shared_memory
-    assert heuristic_variants(128, 11008, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk128.sk1.w8.s4"
+    def seed(M, N, K, family):
+        return next(v.id for v in heuristic_variants(M, N, K, 128, hopper) if v.family == family)
+
+    assert seed(128, 11008, 4096, "dqmma") == "dqmma.bm128.bn128.bk128.sk1.w8.s4"
     # over one wave of 128x128 tiles (172 on 132 SMs) stream-K first
-    assert heuristic_variants(128, 22016, 4096, 128, hopper)[1].id == "dqmma.bm128.bn128.bk128.sk0.w8.s4"
+    assert seed(128, 22016, 4096, "dqmma") == "dqmma.bm128.bn128.bk128.sk0.w8.s4"
     # its own rules, with reasons
     assert "BM must be 64 or 128" in variant_error(Variant.from_id("dqmma.bm128.bn128.bk64.sk1.w4.s8"),
                                                      128, 11008, 4096, 128, hopper)
@@ -147,6 +152,39 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
                                             128, 11008, 4096, 128, hopper)
 
 
+def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
+    from tunesearch.variants import DeviceLimits
+    from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
+
+    hopper = DeviceLimits(gluon=True)
+    for M in (1, 16, 32, 48, 64, 96, 128, 192, 256, 1024):
+        space = [v for v in variant_space(M, 11008, 4096, 128, hopper) if v.family == "rsmma"]
+        assert bool(space) == (RSMMA_M[0] <= M <= RSMMA_M[1])
+        for v in space:
+            p = v.params
+            assert p["num_warps"] == p["BN"] // 16 and 128 % p["BK"] == 0 and p["BM"] <= max(64, next_pow2(M))
+            assert rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + 1024 <= hopper.shared_memory
+        if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-51)
+            assert heuristic_variants(M, 11008, 4096, 128, hopper)[0].family == "rsmma"
+    # the probes' winners: one warp group and two splits where 64-column tiles fill at most half the SMs
+    assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
+    assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn128.bk64.sk1.w8.s8"
+
+    def error(ident, M=128, N=11008, K=4096, G=128):
+        return variant_error(Variant.from_id(ident), M, N, K, G, hopper)
+
+    assert error("rsmma.bm128.bn128.bk64.sk1.w8.s8") is None
+    assert "num_warps = BN/16" in error("rsmma.bm128.bn128.bk64.sk1.w4.s8")
+    assert "BN must be 64 or 128" in error("rsmma.bm128.bn256.bk64.sk1.w16.s3")
+    assert "divide the group size" in error("rsmma.bm128.bn128.bk128.sk1.w8.s4", G=64)
+    assert "BK=32 must be >= 64" in error("rsmma.bm128.bn128.bk32.sk1.w8.s4")
+    assert "num_stages >= 2" in error("rsmma.bm128.bn128.bk64.sk1.w8.s1")
+    assert "multiple of 16" in error("rsmma.bm128.bn128.bk64.sk1.w8.s4", N=11004)
+    # the ring at bm256.bn64.bk128: 3 stages fit the SM, 4 do not (50.5 KB a stage)
+    assert error("rsmma.bm256.bn64.bk128.sk1.w4.s3", M=256) is None
+    assert "shared memory" in error("rsmma.bm256.bn64.bk128.sk1.w4.s4", M=256)
+
+
 def test_dqmma_w_buffers_are_the_kernels():
     # space counts dqmma's shared memory without importing the Gluon module: the two constants agree
     from tunesearch.variants import dqmma
@@ -163,7 +201,7 @@ def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
         monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=gluon)))
         line = _families_line(*_families_off(0))
         assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
-        assert ("dqmma off" in line) != gluon and ("dqchunk, dqmma" in line) == gluon
+        assert ("dqmma, rsmma off" in line) != gluon and ("dqchunk, dqmma, rsmma" in line) == gluon
 
 
 def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, tmp_path):

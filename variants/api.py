@@ -11,8 +11,8 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import (CUBLAS_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, dqmma_grid, interpreting,
-                    variant_error)
+from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, dqmma_grid,
+                    interpreting, rsmma_launch_registers, variant_error)
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
@@ -77,7 +77,7 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
 
 
 def tma_aligned(t: torch.Tensor) -> bool:
-    """An operand dqmma's TMA can read as it is: unit column stride, 16-byte aligned base and rows."""
+    """An operand the Gluon families' TMA can read as it is: unit column stride, 16-byte aligned base and rows."""
     return t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
 
 
@@ -121,6 +121,28 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
     return dqmma_kernel, grid, args, meta
 
 
+def _rsmma_call(p, a, packed, scales, out, group_size: int):
+    """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile); with splits
+    its workspace holds an fp32 [BN, BM] slot per split of each tile."""
+    from .rsmma import descriptors, rsmma_kernel, word_layout
+
+    M, K = a.shape
+    N = packed.shape[1]
+    bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
+    grid = (cdiv(N, bn), split_k, cdiv(M, bm))
+    tiles = grid[0] * grid[2]
+    if split_k > 1:
+        workspace = torch.empty(tiles * split_k * bn * bm, dtype=torch.float32, device=a.device)
+        locks = _locks(a.device, tiles)
+    else:
+        workspace = locks = out  # unused by the kernel when no tile is split
+    args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
+            out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
+    meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
+                WORDS=word_layout(bk, warps), num_warps=warps, maxnreg=rsmma_launch_registers(warps))
+    return rsmma_kernel, grid, args, meta
+
+
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
     M, K = a.shape
@@ -128,6 +150,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     p = variant.params
     if variant.family == "dqmma":  # Gluon: imported only where the family can run
         return _dqmma_call(p, a, packed, scales, out, group_size)
+    if variant.family == "rsmma":
+        return _rsmma_call(p, a, packed, scales, out, group_size)
     split_k = p.get("SPLIT_K", 1)
     tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
     if split_k > 1:
@@ -183,7 +207,7 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     """
     generic = functools.partial(launch, variant, group_size=group_size)
     if (interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda"
-            or variant.family == "dqmma"):  # its TMA descriptors hold the addresses: built per call
+            or variant.family in GLUON_FAMILIES):  # their TMA descriptors hold the addresses: built per call
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)

@@ -26,6 +26,9 @@ DQMMA_M = (64, 256)
 # (stream-K), so a last wave of few tiles does not leave most SMs idle (row 49: 172 tiles of 128x128
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
+# The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200 and
+# lost to swapab at M=32 and to the gemv and swapab at decode (rows 50-51)
+RSMMA_M = (64, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -42,6 +45,9 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "dqchunk": (("BK", "bk"), ("BN", "bn"), ("MB", "mb"), ("num_warps", "w")),
     # num_stages is the depth of its own TMA ring (STAGES), num_warps = BM / 16 (the MMA warps)
     "dqmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+              ("num_warps", "w"), ("num_stages", "s")),
+    # BM tokens (the wgmma N), BN = 16 x num_warps columns of W (the wgmma M), num_stages its TMA ring
+    "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
@@ -73,9 +79,12 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # the TMA, row 47) won at 4096x22016 M=128 and 4096x11008 M=256 only; SPLIT_K=0 is stream-K
     "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(2, 3, 4, 6)),
+    # the probes' winners (rows 50-51): 5-8 stages, one warp group (BN=64) where columns are few
+    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
-GLUON_FAMILIES = ("dqmma",)
+GLUON_FAMILIES = ("dqmma", "rsmma")
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
 # never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
@@ -197,6 +206,18 @@ def dqmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, w_buffers: int = 
             + 8 * (3 * stages + 2 * w_buffers))
 
 
+def rsmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
+    """rsmma's shared memory: its ring (A, packed W and the scale row per stage) and 2 mbarriers a stage;
+    the compiled kernel adds under 1 KB of alignment."""
+    return stages * (BM * BK * 2 + BK // 8 * BN * 4 + BN * 2 + 16)
+
+
+def rsmma_launch_registers(num_warps: int) -> int:
+    """rsmma's maxnreg at launch: the MMA warps and the loader, padded to a warp group, share an SM's 64K
+    registers (232 at most)."""
+    return min(232, 65536 // (32 * (num_warps + 4)) // 8 * 8)
+
+
 def dqmma_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
                num_sms: int) -> tuple[tuple[int, int, int], int]:
     """dqmma's launch grid, and the most partial tiles one output tile gathers (its workspace holds that
@@ -268,6 +289,8 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return f"{variant.family} is a Gluon kernel: it needs an sm_90 GPU and a Triton with Gluon, not {limits.name}"
     if variant.family == "dqmma":
         return _dqmma_error(p, M, N, K, group_size, limits)
+    if variant.family == "rsmma":
+        return _rsmma_error(p, M, N, K, group_size, limits)
     if variant.family == "gemv":
         # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
         regs = (2 * bm * (bk // 8) * bn + packed_blocks_held(p) * (bk // 8) * bn) // threads
@@ -322,6 +345,24 @@ def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
     return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
 
+def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
+    bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
+    if bn not in (64, 128) or warps != bn // 16:
+        return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
+    if not 8 <= bm <= 256:
+        return f"rsmma's BM is the wgmma N: 8 to 256 tokens, got {bm}"
+    if group_size % bk or bk < 64:
+        return f"rsmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
+    if stages < 2:
+        return f"rsmma's loader runs ahead of the MMA: num_stages >= 2, got {stages}"
+    if N % 8:
+        return f"rsmma copies the scales by TMA: a row of 2N bytes must be a multiple of 16, N={N}"
+    smem = rsmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
+    if smem > limits.shared_memory:
+        return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
+    return _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn)
+
+
 def chunk_columns(params, N: int, K: int) -> int:
     """Columns per chunk of the dqchunk family: as many whole BN tiles as fit MB megabytes of fp16
     [K, columns] (at least one tile), at most N."""
@@ -353,9 +394,10 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"BN={p['BN']} is wider than N={N} needs"
         return None
     bm, bn = p["BM"], p["BN"]
-    if variant.family == "dqmma":
-        if not DQMMA_M[0] <= M <= DQMMA_M[1]:
-            return f"dqmma is for {DQMMA_M[0]} <= M <= {DQMMA_M[1]}, got M={M}"
+    if variant.family in ("dqmma", "rsmma"):
+        lo, hi = DQMMA_M if variant.family == "dqmma" else RSMMA_M
+        if not lo <= M <= hi:
+            return f"{variant.family} is for {lo} <= M <= {hi}, got M={M}"
         if bm > max(64, next_pow2(M)):
             return f"BM={bm} exceeds max(64, next_pow2(M))={max(64, next_pow2(M))}"
         if bn > max(64, next_pow2(N)):
@@ -450,6 +492,13 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         for mb in (16, 8, 32):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
+    elif family == "rsmma":  # the probes' winners first (rows 50-51): BM = M's tile, one warp group where
+        bm = min(256, max(64, mp))  # N is small, BK=64 with 8 stages or 128 with 5; two splits where the
+        for bn in ((128, 64) if N >= 8192 else (64, 128)):  # tiles fill at most half the SMs (64 tiles:
+            tiles = cdiv(N, bn) * cdiv(M, bm)  # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x)
+            for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
+                for bk, stages in ((64, 8), (128, 5), (64, 6)):
+                    yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
         for bm in ((128, 64) if M > 64 else (64,)):
             tiles = cdiv(N, 128) * cdiv(M, bm)  # one split won at 86 tiles on 132 SMs (34.8 vs 49.7 us)
@@ -480,6 +529,8 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
+    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=64..256 (rows 50-51)
+        order = ("rsmma",) + order
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):

@@ -1,7 +1,13 @@
 """EXPERIMENT: the W4A16 GEMM with the weights as the wgmma's register operand (NOTES.md row 50).
 
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
-    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K[,BASE]]  (offline: the schedule)
+    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K]  (offline: the schedule)
+    python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
+
+Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
+34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
+that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py),
+which this probe times beside frag32.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
 fp16 weight to shared memory for the MMA warps' wgmma to read (once per warp group), ~176 KB of shared
@@ -124,61 +130,12 @@ def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
 
 
 @gluon.jit
-def _pair_ptx(word, select):
-    """Byte t of a base-layout word (``select`` = t * 0x0101 + 0x4040 puts it in bytes 0 and 2): its two
-    codes, k = 8j + 2t and 8j + 2t + 1, as fp16 q - 8 (the high nibble 16x-scaled by the mask, undone by
-    the FMA)."""
-    return gl.inline_asm_elementwise(
-        asm="""{
-        .reg .b32 x, r, mul, add;
-        mov.b32 mul, 0x2C003C00;
-        mov.b32 add, 0xD480E408;
-        prmt.b32 x, $2, 0, $3;
-        lop3.b32 r, x, 0x00F0000F, 0x64006400, 0xEA;
-        fma.rn.f16x2 r, r, mul, add;
-        mov.b32 {$0, $1}, r;
-        }""",
-        constraints="=h,=h,r,r", args=[word, select], dtype=(gl.float16, gl.float16), is_pure=True, pack=1)
-
-
-@gluon.jit
-def _fragment_base(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, PAIRED: gl.constexpr):
-    """W^T [BN, BK] of one block in the register-operand layout, from the base layout's [BK/8, BN] words:
-    thread t of a quad takes byte t of each of a column's 4 words per 32-deep chunk (k = 8j + 2t + e), the
-    fragment's k; the quad's 4 threads read the same words (broadcast). PAIRED: the fragment's rows g and
-    g + 8 of each 16 hold columns 2g and 2g + 1 (one 8-byte load for both; C^T's rows come out in that
-    order, which the epilogue undoes)."""
-    KW: gl.constexpr = p_tile.type.shape[0]
-    BN: gl.constexpr = p_tile.type.shape[1]
-    C: gl.constexpr = KW // 4
-    LOAD: gl.constexpr = gl.SliceLayout(3, WORDS)
-    words = gl.expand_dims(p_tile.reshape([C, 4, BN]).load(LOAD), 3)  # [C, j, BN, 1]
-    t = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(0, gl.SliceLayout(0, WORDS))))
-    select = gl.expand_dims(gl.expand_dims(gl.expand_dims(t * 0x0101 + 0x4040, 0), 0), 0)  # [1, 1, 1, t]
-    words, select = gl.broadcast(words, select)
-    lo, hi = _pair_ptx(words, select)  # [C, j, BN, t]
-    z = gl.permute(gl.join(lo, hi), [2, 0, 1, 3, 4])  # [BN, C, j, t, e]: k = 32 c + 8 j + 2 t + e
-    w = gl.reshape(z, [BN, C * 32])
-    if PAIRED:  # columns n = 16 w + 2 g + h to the fragment's rows 16 w + 8 h + g: a relabelling, no move
-        w = w * gl.expand_dims(s_tile.reshape([BN]).load(gl.SliceLayout(1, w.type.layout)), 1)
-        w = gl.reshape(gl.permute(gl.reshape(w, [BN // 16, 8, 2, C * 32]), [0, 2, 1, 3]), [BN, C * 32])
-        return gl.convert_layout(w, FRAG, assert_trivial=True)
-    w = gl.convert_layout(w, FRAG, assert_trivial=True)  # registers only
-    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))
-    return w * gl.expand_dims(scale, 1)
-
-
-@gluon.jit
-def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr,
-               BASE: gl.constexpr):
+def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr):
     """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-    if BASE:
-        w = _fragment_base(p_smem.index(s), s_smem.index(s), WORDS, FRAG, BASE == 2)
-    else:
-        w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+    w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
     acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
     mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -186,8 +143,8 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr
 
 
 @gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr,
-                   BASE: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, n_blocks):
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
+                   p_smem, s_smem, ready, empty, n_blocks):
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
@@ -195,21 +152,21 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
     # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
     # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
     for j in range(n_blocks // 2):
-        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG, BASE)
-        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG, BASE)
+        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
     if n_blocks % 2 == 1:
-        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG, BASE)
+        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     return (acc,)
 
 
 @gluon.jit
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                    n_blocks, group, BASE: gl.constexpr):
+                    n_blocks, group):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = s_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
     for i in range(n_blocks):
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
@@ -217,17 +174,14 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         k = (first_block + i) * BK
         tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-        if BASE:
-            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        else:
-            tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
+        tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
         tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
 def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn, GROUP: gl.constexpr,
               BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
-              WORDS: gl.constexpr, BASE: gl.constexpr, num_warps: gl.constexpr):
+              WORDS: gl.constexpr, num_warps: gl.constexpr):
     BN: gl.constexpr = 16 * num_warps  # 64 columns of W per warp group
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
@@ -238,10 +192,7 @@ def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_c
     first_block = pid_k * per_split
     n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
-    if BASE:
-        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
-    else:
-        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -249,17 +200,15 @@ def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_c
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, WORDS, BASE, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                           n_blocks, GROUP, BASE)),
+                           n_blocks, GROUP)),
     ], [1], [24])
     # C^T's tile [BN, BM] into C [M, N]: directly, or through the families' deterministic split-K
     # reduction (fp32 partials in the tile's slot per split, summed in split order by the last to arrive)
     ACC: gl.constexpr = acc.type.layout
     rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
     cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
-    if BASE == 2:  # the fragment's row 16 w + 8 h + g is column 16 w + 2 g + h
-        rows = rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2
     cn = gl.expand_dims(pid_n * BN + rows, 1)
     cm = gl.expand_dims(pid_m * BM + cols, 0)
     mask = (cm < M) & (cn < N)
@@ -281,35 +230,24 @@ def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_c
             gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
 
 
-def word_layout(BK: int, WG: int, BASE: int = 0):
-    """Where each thread reads its words. frag32 [BK/32, BN, 4]: lanes 4g + t as the fragment's quads
+def word_layout(BK: int, WG: int):
+    """Where each thread reads its frag32 words [BK/32, BN, 4]: lanes 4t + ... as the fragment's quads
     (t -> word, g -> column), the second row of a thread 8 columns on, chunks in registers, 16 columns a
-    warp, 64 a warp group. Base [BK/32, 4 words j, BN, 4 t]: the same, with the quad's byte t a dimension
-    of its own (the load takes the slice without it: the 4 threads read the same words)."""
-    warps = [[16], [32]] + ([[64]] if WG == 2 else [])
-    if BASE:  # 2: a thread's two columns adjacent (2g, 2g + 1), else 8 apart (g, g + 8)
-        chunks = [[1 << b, 0, 0, 0] for b in range((BK // 32).bit_length() - 1)]
-        second, quads = ([0, 0, 1, 0], [2, 4, 8]) if BASE == 2 else ([0, 0, 8, 0], [1, 2, 4])
-        return gl.DistributedLinearLayout(reg_bases=[second, [0, 1, 0, 0], [0, 2, 0, 0]] + chunks,
-                                          lane_bases=[[0, 0, 0, 1], [0, 0, 0, 2]] + [[0, 0, q, 0] for q in quads],
-                                          warp_bases=[[0, 0, w, 0] for (w,) in warps],
-                                          block_bases=[], shape=[BK // 32, 4, 64 * WG, 4])
+    warp, 64 a warp group."""
     chunks = [[1 << b, 0, 0] for b in range((BK // 32).bit_length() - 1)]
     return gl.DistributedLinearLayout(reg_bases=[[0, 8, 0]] + chunks,
                                       lane_bases=[[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
-                                      warp_bases=[[0, w, 0] for (w,) in warps],
+                                      warp_bases=[[0, 16, 0], [0, 32, 0]] + ([[0, 64, 0]] if WG == 2 else []),
                                       block_bases=[], shape=[BK // 32, 64 * WG, 4])
 
 
-def descriptors(a, packed, scales, BM: int, BK: int, WG: int, BASE: int = 0):
-    """TMA descriptors; ``packed`` in the base layout [K/8, N] when BASE, else frag32 [K/32, N, 4]."""
+def descriptors(a, packed_f, scales, BM: int, BK: int, WG: int):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     BN = 64 * WG
-    box = [BK // 8, BN] if BASE else [BK // 32, BN, 4]
     return (TensorDescriptor.from_tensor(a, [BM, BK], gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)),
-            TensorDescriptor.from_tensor(packed, box, gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32,
-                                                                           rank=len(box))),
+            TensorDescriptor.from_tensor(packed_f, [BK // 32, BN, 4],
+                                         gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=3)),
             TensorDescriptor.from_tensor(scales, [1, BN],
                                          gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)))
 
@@ -319,34 +257,33 @@ def launch_registers(WG: int) -> int:
     return min(232, 65536 // (32 * (4 * WG + 4)) // 8 * 8)
 
 
-def launcher(a, packed, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, BASE=0, group_size=128):
-    """A no-argument callable running the kernel on these operands (for graph capture); ``packed`` in the
-    base layout when BASE, else in frag32."""
+def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
+    """A no-argument callable running the kernel on these operands (for graph capture)."""
     M, K = a.shape
-    N = packed.shape[1]
+    N = packed_f.shape[1]
     BN = 64 * WG
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     ws = torch.empty(tiles * SPLIT_K * BN * BM if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-    args = (*descriptors(a, packed, scales, BM, BK, WG, BASE), out, ws, locks, M, N, K, *out.stride())
-    meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG, BASE),
-                BASE=BASE, num_warps=4 * WG, maxnreg=launch_registers(WG))
+    args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
+    meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
+                num_warps=4 * WG, maxnreg=launch_registers(WG))
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rs_kernel[grid](*args, **meta)
 
 
-def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, BASE=0, group_size=128):
+def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
     a = torch.empty(BM, 4096, dtype=torch.float16)
-    packed = torch.empty(512, 11008, dtype=torch.int32) if BASE else torch.empty(128, 11008, 4, dtype=torch.int32)
+    packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
-    a_desc, p_desc, s_desc = descriptors(a, packed, scales, BM, BK, WG, BASE)
-    consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG, BASE),
-                  BASE=BASE, num_warps=4 * WG, stride_cn=1)
+    a_desc, p_desc, s_desc = descriptors(a, packed_f, scales, BM, BK, WG)
+    consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
+                  num_warps=4 * WG, stride_cn=1)
     types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
                  c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in rs_kernel.arg_names}
@@ -357,12 +294,12 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, BASE=0, group_size=128):
                           options=dict(num_warps=4 * WG, maxnreg=launch_registers(WG)))
 
 
-def schedule(BM, BK, WG, STAGES, SPLIT_K=1, BASE=0) -> dict:
+def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma (and whether their A operand is registers),
     their waits, TMA loads, shared stores, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources
 
-    compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K, BASE)
+    compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K)
     sass = disassemble(compiled)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
@@ -372,25 +309,63 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1, BASE=0) -> dict:
                 shared=compiled.metadata.shared, **resources(compiled))
 
 
-# (M, K, N) -> configs (BM, BK, WG, STAGES, SPLIT_K, BASE: 0 frag32, 1 base, 2 base with paired columns)
-# beside the packaged table's pick: the best of the probes so far (_s20), the base layout read both ways
-PLAN = {(64, 4096, 11008): [(64, 128, 2, 6, 1, 0), (64, 128, 2, 6, 1, 1), (64, 128, 2, 6, 1, 2)],
-        (64, 4096, 4096): [(64, 128, 1, 8, 2, 1), (64, 128, 1, 8, 2, 2)],
-        (128, 4096, 4096): [(128, 128, 1, 5, 2, 1), (128, 128, 1, 5, 2, 2)],
-        (128, 4096, 11008): [(128, 64, 2, 8, 1, 0), (128, 64, 2, 8, 1, 1), (128, 64, 2, 8, 1, 2),
-                             (128, 128, 2, 5, 1, 2)],
-        (128, 11008, 4096): [(128, 128, 1, 5, 2, 1), (128, 128, 1, 5, 2, 2)],
-        (128, 4096, 22016): [(128, 128, 1, 5, 1, 0), (128, 128, 1, 5, 1, 1), (128, 128, 1, 5, 1, 2)],
-        (256, 4096, 11008): [(256, 64, 1, 6, 1, 1), (256, 64, 1, 6, 1, 2)]}
-FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K", "BASE")
+def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128):
+    """The rsmma family's kernel for ``variant_id`` compiled for sm_90 without a GPU, with the launch the
+    family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+    from tunesearch.variants.api import _rsmma_call
+    from tunesearch.variants.space import Variant
+
+    a = torch.empty(M, K, dtype=torch.float16)
+    packed = torch.empty(K // 8, N, dtype=torch.int32)
+    scales = torch.empty(K // group_size, N, dtype=torch.float16)
+    out = torch.empty(M, N, dtype=torch.float16)
+    kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
+    names = kernel.arg_names
+    consts = {name: meta[name] for name in names if name in meta} | {"stride_cn": 1}
+    types = {name: mangle_type(arg) for name, arg in zip(names, args) if name.endswith("_desc")}
+    types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
+    signature = {name: types.get(name, "constexpr") for name in names}
+    divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
+    src = GluonASTSource(kernel, signature, constexprs=consts, attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
+
+
+def family_schedule(variant_id: str) -> dict:
+    """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, and PRMT and LDS counts."""
+    from benchmarks.sass_stats import disassemble, resources
+
+    compiled = compile_family_offline(variant_id)
+    sass = disassemble(compiled)
+    hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
+    return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
+                waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
+                tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                shared_loads={op: sum(o == op for _, o, _ in sass) for op in sorted({o for _, o, _ in sass
+                                                                                    if o.startswith("LDS")})},
+                shared=compiled.metadata.shared, **resources(compiled))
+
+
+# (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids, beside the packaged
+# table's pick: the best of each from the _s20 probes
+PLAN = {(64, 4096, 11008): [(64, 128, 2, 6, 1), "rsmma.bm64.bn128.bk128.sk1.w8.s6"],
+        (64, 4096, 4096): ["rsmma.bm64.bn64.bk128.sk2.w4.s8"],
+        (128, 4096, 4096): ["rsmma.bm128.bn64.bk128.sk2.w4.s5"],
+        (128, 4096, 11008): [(128, 64, 2, 8, 1), "rsmma.bm128.bn128.bk64.sk1.w8.s8"],
+        (128, 11008, 4096): ["rsmma.bm128.bn64.bk128.sk2.w4.s5"],
+        (128, 4096, 22016): [(128, 128, 1, 5, 1), "rsmma.bm128.bn64.bk128.sk1.w4.s5"],
+        (256, 4096, 11008): [(256, 64, 1, 6, 1), "rsmma.bm256.bn64.bk64.sk1.w4.s6"]}
+FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
 
 
 def _launch(config):
-    """``config``'s launch on base-layout operands (repacked to frag32 unless BASE), as gluon_checks takes it."""
-    return lambda a, packed, scales, out: launcher(a, packed if config["BASE"] else pack_frag32(packed), scales,
-                                                   out, **config)
+    """``config``'s launch on base-layout operands (weights repacked to frag32), as gluon_checks takes it."""
+    return lambda a, packed, scales, out: launcher(a, pack_frag32(packed), scales, out, **config)
 
 
 def smoke(config) -> str | None:
@@ -402,6 +377,7 @@ def main(out_dir):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
+    from tunesearch.variants import Variant, matmul
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
@@ -415,6 +391,19 @@ def main(out_dir):
                    table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
         for key in configs:
+            if isinstance(key, str):  # the family, through matmul (checked by the GPU tests)
+                variant = Variant.from_id(key)
+                try:
+                    err = gluon_checks.relative_error_of(
+                        lambda a, packed, scales, out: lambda: matmul(a, packed, scales, variant, out=out), inputs)
+                    if not err < REL_TOL:
+                        raise AssertionError(f"WRONG: relative error {err:.3g}")
+                    us = time_variant(variant, ops, replays=20).us
+                except Exception as e:
+                    us = f"{type(e).__name__}: {str(e)[:200]}"
+                rows.append(dict(M=M, K=K, N=N, variant=key, us=us, **ref))
+                print(f"  {key}: " + (us if isinstance(us, str) else f"{us:.2f}"), flush=True)
+                continue
             config = dict(zip(FIELDS, key))
             if key not in smoked:  # once per config, in a child process: a hang must not stop the probe
                 smoked[key] = gluon_checks.smoke_in_child(__file__, FIELDS, config, timeout_s=60)
@@ -424,12 +413,11 @@ def main(out_dir):
                 err = gluon_checks.relative_error_of(_launch(config), inputs)
                 if not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
-                us = graph_time([launcher(*c, **config) for c in (ops.copies if config["BASE"] else frag)],
-                                replays=20).us
+                us = graph_time([launcher(*c, **config) for c in frag], replays=20).us
             except Exception as e:  # a config that does not compile, fit or compute right: say so
                 us = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(dict(M=M, K=K, N=N, **config, us=us, **ref))
-            print("  bm{} bk{} wg{} s{} sk{} {}: ".format(*key[:5], ("frag32", "base", "paired")[key[5]]) + (us if isinstance(us, str) else f"{us:.2f}"),
+            print("  bm{} bk{} wg{} s{} sk{}: ".format(*key) + (us if isinstance(us, str) else f"{us:.2f}"),
                   flush=True)
         del ops, frag, inputs
         with open(f"{out_dir}/dqmma_rs.json", "w") as f:
@@ -439,6 +427,8 @@ def main(out_dir):
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
+    elif sys.argv[1] == "--compile-family":
+        print(json.dumps(family_schedule(sys.argv[2])))
     elif sys.argv[1] == "--smoke":
         problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
         print(problem or "ok")

@@ -1,0 +1,195 @@
+"""The rsmma family: W4A16 GEMM with the weights as the wgmma's register operand (Gluon, Hopper), M = 64..256.
+
+dqmma's unpack warps write every fp16 weight to shared memory for its MMA warps to read, and the two
+partitions overlap only in part (NOTES.md row 49). Here the product is taken transposed,
+
+    C^T [N, M] = W^T [N, K] x A^T [K, M],
+
+so W^T is the wgmma's A operand, which may live in registers: the MMA warps unpack each block of packed
+weights straight into the registers the instruction reads, while their previous wgmma runs (one left in
+flight). A^T, the activations' TMA tile seen transposed, is the shared-memory operand. No fp16 weight
+touches shared memory, and the only hand-over left is the loader warp's TMA ring:
+
+    load (1 warp):  wait until ring slot s is free -> TMA A [BM, BK], packed W [BK/8, BN] and the block's
+                    scale row [1, BN] into it
+    MMA (BN/16 warps, one warp group per 64 columns of W): wait for slot s -> unpack and scale block i
+                    into the fragment -> wgmma async -> wait for block i-1's -> free its slot
+
+It reads the base layout as it is (no repacked copy of the weights). The register fragment puts k = 2t,
+2t + 1, 2t + 8, 2t + 9 of each 16-deep step in thread t of a quad: per 32-deep chunk, byte t of each of
+a column's 4 words, which one PRMT picks (the quad's 4 threads load the same words: a broadcast). A
+thread's two fragment rows (g and g + 8 of each 16) are given columns 2g and 2g + 1, so one 8-byte load
+serves both; C^T's rows come out in that order and the epilogue writes each to its column.
+(Row 50/51: at 4096x11008 M=128 this read takes 28.96 us against 34.56 for dqmma's pick and 26.27 for a
+repacked layout made for the fragment, which would need a second copy of the weights.)
+
+Tile: BN = 16 x num_warps columns of W (64 or 128: the wgmma M, 64 a warp group), BM tokens (the wgmma
+N), BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
+dequantize does: (q - 8) exact in fp16, then one rounding by the scale). Split-K over whole blocks with
+the Triton families' deterministic reduction (fp32 partials in the tile's slot per split, summed in split
+order by the last to arrive). TMA zero-fills rows past M and N and needs A, packed and scales with unit
+column stride, 16-byte aligned base and rows (the launcher copies otherwise; N a multiple of 8). C may
+have any strides.
+
+Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
+compiles it for sm_90 and checks its schedule, the GPU tests check its results.
+"""
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
+
+LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
+
+
+@gluon.jit
+def _pair_ptx(word, select):
+    """Byte t of a packed word (``select`` = t * 0x0101 + 0x4040 copies it to bytes 0 and 2): its two codes,
+    k = 8j + 2t and 8j + 2t + 1, as the fp16 pair q - 8. LOP3 puts each nibble under fp16's 1024 (0x6400),
+    the high one 16x scaled; the FMA undoes both, exactly."""
+    return gl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 x, r, mul, add;
+        mov.b32 mul, 0x2C003C00;
+        mov.b32 add, 0xD480E408;
+        prmt.b32 x, $2, 0, $3;
+        lop3.b32 r, x, 0x00F0000F, 0x64006400, 0xEA;
+        fma.rn.f16x2 r, r, mul, add;
+        mov.b32 {$0, $1}, r;
+        }""",
+        constraints="=h,=h,r,r", args=[word, select], dtype=(gl.float16, gl.float16), is_pure=True, pack=1)
+
+
+@gluon.jit
+def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
+    """W^T [BN, BK] of one block, scaled, in the wgmma's register-operand layout FRAG, its rows in the paired
+    order (fragment row 16w + 8h + g holds column 16w + 2g + h). ``WORDS`` spreads the words
+    [BK/32 chunks, 4 words j, BN, 4 bytes t] as FRAG wants them (``word_layout``)."""
+    KW: gl.constexpr = p_tile.type.shape[0]
+    BN: gl.constexpr = p_tile.type.shape[1]
+    C: gl.constexpr = KW // 4
+    words = gl.expand_dims(p_tile.reshape([C, 4, BN]).load(gl.SliceLayout(3, WORDS)), 3)  # [C, j, BN, 1]
+    t = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(0, gl.SliceLayout(0, WORDS))))
+    select = gl.expand_dims(gl.expand_dims(gl.expand_dims(t * 0x0101 + 0x4040, 0), 0), 0)  # [1, 1, 1, t]
+    words, select = gl.broadcast(words, select)
+    lo, hi = _pair_ptx(words, select)  # [C, j, BN, t]
+    w = gl.reshape(gl.permute(gl.join(lo, hi), [2, 0, 1, 3, 4]), [BN, C * 32])  # k = 32c + 8j + 2t + e
+    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, w.type.layout))
+    w = w * gl.expand_dims(scale, 1)
+    # columns 16w + 2g + h to fragment rows 16w + 8h + g: a relabelling of what each thread holds
+    w = gl.reshape(gl.permute(gl.reshape(w, [BN // 16, 8, 2, C * 32]), [0, 2, 1, 3]), [BN, C * 32])
+    return gl.convert_layout(w, FRAG, assert_trivial=True)
+
+
+@gluon.jit
+def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr):
+    """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+    acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
+    acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    return acc
+
+
+@gluon.jit
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
+                   p_smem, s_smem, ready, empty, n_blocks):
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BM, 16])
+    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
+    acc = gl.zeros([BN, BM], gl.float32, ACC)
+    # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
+    # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
+    for j in range(n_blocks // 2):
+        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    if n_blocks % 2 == 1:
+        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    return (acc,)
+
+
+@gluon.jit
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                    n_blocks, group):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
+        bar = ready.index(s)
+        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+        k = (first_block + i) * BK
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+
+
+@gluon.jit
+def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
+                 GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
+                 STAGES: gl.constexpr, WORDS: gl.constexpr, num_warps: gl.constexpr):
+    BN: gl.constexpr = 16 * num_warps
+    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
+    pid_n = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    pid_m = gl.program_id(2)
+    blocks = K // BK
+    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+    first_block = pid_k * per_split
+    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(empty.index(j), count=1)
+    (acc,) = gl.warp_specialize([
+        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                           n_blocks, GROUP)),
+    ], [1], [LOAD_REGS])
+    # C^T's tile [BN, BM] into C [M, N]
+    ACC: gl.constexpr = acc.type.layout
+    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
+    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
+    column = rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2  # the fragment's paired row order
+    cn = gl.expand_dims(pid_n * BN + column, 1)
+    cm = gl.expand_dims(pid_m * BM + cols, 0)
+    mask = (cm < M) & (cn < N)
+    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
+    if SPLIT_K == 1:
+        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+    elif n_blocks > 0:  # (an empty split adds nothing: the others are counted)
+        tile = pid_m * gl.num_programs(0) + pid_n
+        parts = (blocks + per_split - 1) // per_split
+        ws_tile = ws_ptr + tile * (SPLIT_K * BN * BM) + gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
+        gl.store(ws_tile + pid_k * (BN * BM), acc)
+        gl.thread_barrier()  # every thread's partial is written before the release below
+        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if arrived == parts - 1:
+            total = gl.zeros([BN, BM], gl.float32, ACC)
+            for part in range(parts):
+                total += gl.load(ws_tile + part * (BN * BM), cache_modifier=".cg")
+            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+
+
+def word_layout(BK: int, num_warps: int):
+    """Where the MMA threads hold the packed words [BK/32 chunks, 4 words j, BN, 4 bytes t]: lane 4g + t
+    as the fragment's quads (g -> the column pair 2g, 2g + 1, t -> the byte), the pair's second column in
+    a register, words and chunks in registers, 16 columns a warp. The load takes the slice without t."""
+    chunks = [[1 << b, 0, 0, 0] for b in range((BK // 32).bit_length() - 1)]
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 0, 1, 0], [0, 1, 0, 0], [0, 2, 0, 0]] + chunks,
+        lane_bases=[[0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 2, 0], [0, 0, 4, 0], [0, 0, 8, 0]],
+        warp_bases=[[0, 0, 16 << b, 0] for b in range(num_warps.bit_length() - 1)],
+        block_bases=[], shape=[BK // 32, 4, 16 * num_warps, 4])
