@@ -79,9 +79,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # the TMA, row 47) won at 4096x22016 M=128 and 4096x11008 M=256 only; SPLIT_K=0 is stream-K
     "dqmma": dict(BM=(64, 128), BN=(64, 128, 256), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(2, 3, 4, 6)),
-    # the probes' winners (rows 50-51): 5-8 stages, one warp group (BN=64) where columns are few; 3 splits
-    # make 86 tiles (4096x11008 at BN=128) 258 CTAs, two full waves on 132 SMs
-    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 3, 4),
+    # the probes' winners (rows 50-51): 5-8 stages, one warp group (BN=64) where columns are few. 3 splits
+    # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
+    # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
+    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -464,14 +465,6 @@ def _split_order(tiles: int, limits: DeviceLimits, choices=(1, 2, 4, 8, 16)):
     return [fill] + sorted((sk for sk in choices if sk < fill), reverse=True) + [sk for sk in choices if sk > fill]
 
 
-def _wave_split_order(tiles: int, limits: DeviceLimits, choices=(1, 2, 3, 4)):
-    """Split factors by how fully their CTAs fill the last wave (to 5%), fewer splits first among equals."""
-    def filled(sk):
-        ctas = tiles * sk
-        return round(20 * ctas / (cdiv(ctas, limits.num_sms) * limits.num_sms))
-    return sorted(choices, key=lambda sk: (-filled(sk), sk))
-
-
 def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
     mp = next_pow2(M)
     if family == "gemv":
@@ -502,9 +495,10 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
     elif family == "rsmma":  # the probes' winners first (rows 50-51): BM = M's tile, one warp group where
-        bm = min(256, max(64, mp))  # N is small, BK=64 with 8 stages or 128 with 5; the split that fills
-        for bn in ((128, 64) if N >= 8192 else (64, 128)):  # the last wave best (64 tiles: 2 beat 1 and 4)
-            for sk in _wave_split_order(cdiv(N, bn) * cdiv(M, bm), limits):
+        bm = min(256, max(64, mp))  # N is small, BK=64 with 8 stages or 128 with 5; two splits where the
+        for bn in ((128, 64) if N >= 8192 else (64, 128)):  # tiles fill at most half the SMs (64 tiles:
+            tiles = cdiv(N, bn) * cdiv(M, bm)  # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x)
+            for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
