@@ -334,6 +334,19 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
                           options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
 
 
+def _family_launch(variant, maxnreg=None):
+    """The rsmma family's launch of ``variant`` as gluon_checks takes it, launched with ``maxnreg``
+    registers a thread when given (the family's own count otherwise)."""
+    from tunesearch.variants.api import _rsmma_call
+
+    def launch(a, packed, scales, out):
+        kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
+        if maxnreg:
+            meta = meta | dict(maxnreg=maxnreg)
+        return lambda: kernel[grid](*args, **meta)
+    return launch
+
+
 def family_schedule(variant_id: str) -> dict:
     """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, and PRMT and LDS counts."""
     from benchmarks.sass_stats import disassemble, resources
@@ -349,15 +362,16 @@ def family_schedule(variant_id: str) -> dict:
                 shared=compiled.metadata.shared, **resources(compiled))
 
 
-# (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids, beside the packaged
-# table's pick: the best of each from the _s20 probes
-PLAN = {(64, 4096, 11008): [(64, 128, 2, 6, 1), "rsmma.bm64.bn128.bk128.sk1.w8.s6"],
-        (64, 4096, 4096): ["rsmma.bm64.bn64.bk128.sk2.w4.s8"],
-        (128, 4096, 4096): ["rsmma.bm128.bn64.bk128.sk2.w4.s5"],
-        (128, 4096, 11008): [(128, 64, 2, 8, 1), "rsmma.bm128.bn128.bk64.sk1.w8.s8"],
-        (128, 11008, 4096): ["rsmma.bm128.bn64.bk128.sk2.w4.s5"],
-        (128, 4096, 22016): [(128, 128, 1, 5, 1), "rsmma.bm128.bn64.bk128.sk1.w4.s5"],
-        (256, 4096, 11008): [(256, 64, 1, 6, 1), "rsmma.bm256.bn64.bk64.sk1.w4.s6"]}
+# (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids ("@R": launched with R
+# registers a thread, so that two CTAs of BN=64 share an SM), beside the packaged table's pick: the rows
+# still under fp16 (row 52), each 64-column form with the family's 232 registers and with 128
+PLAN = {(128, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
+                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"],
+        (256, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
+                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (256, 4096, 12288): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (256, 4096, 22016): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (128, 4096, 4096): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"]}
 FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
@@ -377,7 +391,7 @@ def main(out_dir):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
-    from tunesearch.variants import Variant, matmul
+    from tunesearch.variants import Variant
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
@@ -391,14 +405,14 @@ def main(out_dir):
                    table=time_variant(shipped, ops, replays=20).us, table_variant=shipped.id)
         print(f"M={M} {K}x{N}: fp16 {ref['fp16']:.2f} | table {ref['table']:.2f} ({shipped.id})", flush=True)
         for key in configs:
-            if isinstance(key, str):  # the family, through matmul (checked by the GPU tests)
-                variant = Variant.from_id(key)
+            if isinstance(key, str):  # the family's launch, its registers a thread as given after "@"
+                ident, _, regs = key.partition("@")
+                launch = _family_launch(Variant.from_id(ident), int(regs) if regs else None)
                 try:
-                    err = gluon_checks.relative_error_of(
-                        lambda a, packed, scales, out: lambda: matmul(a, packed, scales, variant, out=out), inputs)
+                    err = gluon_checks.relative_error_of(launch, inputs)
                     if not err < REL_TOL:
                         raise AssertionError(f"WRONG: relative error {err:.3g}")
-                    us = time_variant(variant, ops, replays=20).us
+                    us = graph_time([launch(*c) for c in ops.copies], replays=20).us
                 except Exception as e:
                     us = f"{type(e).__name__}: {str(e)[:200]}"
                 rows.append(dict(M=M, K=K, N=N, variant=key, us=us, **ref))
