@@ -37,12 +37,6 @@ def test_families_on_gpu(M, K, N, compiler):
         except AssertionError as exc:
             failures.append(str(exc))
     print(f"M={M} K={K} N={N}: {len(checked)} variants checked")
-    # the split reductions (stream-K's, split-K's) sum the partials in the contributors' order, whichever
-    # arrives last: bitwise the same result on every run
-    for variant in split:
-        runs = [matmul(a, packed, scales, variant, G) for _ in range(3)]
-        if not all(torch.equal(runs[0], r) for r in runs[1:]):
-            failures.append(f"{variant.id}: results differ between runs")
     assert not failures, "\n".join(failures)
 
 
