@@ -177,6 +177,7 @@ def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
     assert error("rsmma.bm128.bn128.bk64.sk1.w8.s8") is None
     assert "num_warps = BN/16" in error("rsmma.bm128.bn128.bk64.sk1.w4.s8")
     assert "BN must be 64 or 128" in error("rsmma.bm128.bn256.bk64.sk1.w16.s3")
+    assert "64, 128 or 256 tokens" in error("rsmma.bm32.bn128.bk64.sk1.w8.s4", M=32)
     assert "divide the group size" in error("rsmma.bm128.bn128.bk128.sk1.w8.s4", G=64)
     assert "BK=32 must be >= 64" in error("rsmma.bm128.bn128.bk32.sk1.w8.s4")
     assert "num_stages >= 2" in error("rsmma.bm128.bn128.bk64.sk1.w8.s1")
