@@ -6,8 +6,9 @@
 
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
-that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py),
-which this probe times beside frag32.
+that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py).
+PLAN holds the last probe (row 53: rsmma with two CTAs an SM); the frag32 plans of rows 50-51 are in
+commits 3cf0466 and b58f078, their results in benchmarks/results/dqmma_rs*_s20.*.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
 fp16 weight to shared memory for the MMA warps' wgmma to read (once per warp group), ~176 KB of shared
@@ -348,7 +349,7 @@ def _family_launch(variant, maxnreg=None):
 
 
 def family_schedule(variant_id: str) -> dict:
-    """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, and PRMT and LDS counts."""
+    """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, with its shared loads by width."""
     from benchmarks.sass_stats import disassemble, resources
 
     compiled = compile_family_offline(variant_id)
