@@ -108,13 +108,16 @@ def shared_db(request, tmp_path):
 
 def test_two_sweeps_write_one_store_at_once(shared_db):
     Store(shared_db)  # create the schema once, as a first run would
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    # (a plain traceback, not typer's boxed one, in case a sweep fails: its last line names the error)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TYPER_STANDARD_TRACEBACK": "1"}
     cmd = [sys.executable, "-m", "tunesearch", "sweep", "--interpret-test", "--shapes", "256x72",
            "--m", "1,3", "--group-size", "64", "--trials", "6", "--db", shared_db]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    # a failing sweep's whole output (its traceback), which pytest's repr of ``outs`` would cut short
+    failed = [f"sweep {i} exited {p.returncode}:\n{out}" for i, (p, out) in enumerate(zip(procs, outs)) if p.returncode]
+    assert not failed, "\n\n".join(failed)
     assert not any("locked" in out for out in outs)
     reported = sum(int(out.split(" new trials")[0].split()[-1]) for out in outs)
     rows = Store(shared_db).trials()
