@@ -251,20 +251,24 @@ class KeySearch:
                         family = contenders[done % len(contenders)]
                     self.study.enqueue_trial({"family": family})
                 trial = self.study.ask()
-                trial.set_user_attr("owner", OWNER)
+                try:
+                    trial.set_user_attr("owner", OWNER)
+                except optuna.exceptions.UpdateFinishedTrialError:  # taken and told by another worker
+                    continue  # (see _proposal)
                 pending.append(trial)
             asks += size
-            variants = [self._suggest(t) for t in pending]
+            proposals = [(t, v) for t in pending if (v := self._proposal(t)) is not None]
+            variants = [v for _, v in proposals]
             fresh = [v for v in dict.fromkeys(variants) if v.id not in known]
             if not fresh:  # stuck on what is measured: measure its neighbours next
                 self._enqueue_neighbours_of_repeats(variants, known)
             compile_errors = compiler.compile([v.id for v in fresh], self.key.m, self.key.n,
                                               self.key.k, self.key.group_size) if compiler and fresh else {}
-            for trial, variant in zip(pending, variants):
+            for trial, variant in proposals:
                 record = known.get(variant.id)
                 if record is None:
                     if time.time() >= deadline:
-                        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
                         continue
                     record = self._measure(variant, compile_errors.get(variant.id))
                     known[variant.id] = record
@@ -274,6 +278,16 @@ class KeySearch:
                         on_trial(record)
                 self._tell(trial, variant, record)
         return new
+
+    def _proposal(self, trial) -> Variant | None:
+        """The variant ``trial`` proposes; None when another worker has finished the trial meanwhile.
+        On SQLite two workers can pop the same queued trial (Optuna's row lock is a no-op there), and
+        one that answers it from the store tells it at once, so the other's next write to it raises."""
+        try:
+            return self._suggest(trial)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            log.warning("tunesearch: Optuna trial %d was taken and finished by another worker", trial.number)
+            return None
 
     def _enqueue_neighbours_of_repeats(self, variants: list[Variant], known: dict) -> None:
         """Queue, for each proposal of a batch that proposed only measured variants, the nearest
