@@ -94,6 +94,21 @@ def _sm_count(device: torch.device) -> int:
     return count
 
 
+def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, tiles: int, parts: int):
+    """A Gluon family's runtime arguments: TMA descriptors of A, packed W and the scales (over aligned
+    copies where TMA cannot read them as they are), C, and, when a tile gathers ``parts`` > 1 partials,
+    a workspace of that many fp32 [BM, BN] slots per tile and the tiles' arrival counters."""
+    M, K = a.shape
+    N = packed.shape[1]
+    if parts > 1:
+        workspace = torch.empty(tiles * parts * bm * bn, dtype=torch.float32, device=a.device)
+        locks = _locks(a.device, tiles)
+    else:
+        workspace = locks = out  # unused by the kernel when no tile is split
+    return (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
+            out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
+
+
 def _dqmma_call(p, a, packed, scales, out, group_size: int):
     """dqmma's kernel, grid, arguments and meta: its workspace holds fp32 [BM, BN] partial tiles, as
     many slots per tile as one tile gathers (``dqmma_grid``); the TMA descriptors hold the base
@@ -104,14 +119,7 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
     N = packed.shape[1]
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
     grid, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
-    tiles = cdiv(M, bm) * cdiv(N, bn)
-    if parts > 1:
-        workspace = torch.empty(tiles * parts * bm * bn, dtype=torch.float32, device=a.device)
-        locks = _locks(a.device, tiles)
-    else:
-        workspace = locks = out  # unused by the kernel when no tile is split
-    args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
-            out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
+    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
     # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
     # that N=256's wgmma needs fit the SM at launch
     loads = bn == 256
@@ -126,18 +134,10 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     its workspace holds an fp32 [BN, BM] slot per split of each tile."""
     from .rsmma import descriptors, rsmma_kernel, word_layout
 
-    M, K = a.shape
-    N = packed.shape[1]
+    M, N = a.shape[0], packed.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
     grid = (cdiv(N, bn), split_k, cdiv(M, bm))
-    tiles = grid[0] * grid[2]
-    if split_k > 1:
-        workspace = torch.empty(tiles * split_k * bn * bm, dtype=torch.float32, device=a.device)
-        locks = _locks(a.device, tiles)
-    else:
-        workspace = locks = out  # unused by the kernel when no tile is split
-    args = (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
-            out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
+    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, grid[0] * grid[2], split_k)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
                 WORDS=word_layout(bk, warps), num_warps=warps, maxnreg=rsmma_launch_registers(warps))
     return rsmma_kernel, grid, args, meta
