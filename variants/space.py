@@ -326,6 +326,22 @@ def _workspace_error(split_k: int, M: int, N: int) -> str | None:
     return "split-K workspace over 256 MiB" if split_k * M * N * 4 > 256 << 20 else None
 
 
+def _tma_ring_error(family: str, consumer: str, bk: int, stages: int, N: int, group_size: int, ring_bytes: int,
+                    limits) -> str | None:
+    """The rules of the Gluon families' TMA ring: one scale row per BK block, a loader that runs ahead of
+    the ``consumer`` warps, the scales' rows copied by TMA, and the ring in the SM's shared memory."""
+    if group_size % bk or bk < 64:
+        return f"{family} folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
+    if stages < 2:
+        return f"{family}'s loader runs ahead of the {consumer}: num_stages >= 2, got {stages}"
+    if N % 8:
+        return f"{family} copies the scales by TMA: a row of 2N bytes must be a multiple of 16, N={N}"
+    smem = ring_bytes + 1024  # the compiled kernel's alignment
+    if smem > limits.shared_memory:
+        return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
+    return None
+
+
 def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bm not in (64, 128) or warps != bm // 16:
@@ -334,15 +350,10 @@ def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"dqmma's BN is the wgmma N: 64, 128 or 256, got {bn}"
     if bn == 256 and bk != 64:
         return f"at BN=256 an unpack thread holds BK/2 words of a block: BK must be 64, got {bk}"
-    if group_size % bk or bk < 64:
-        return f"dqmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
-    if stages < 2:
-        return f"dqmma's loader runs ahead of the unpack: num_stages >= 2, got {stages}"
-    if N % 8:
-        return f"dqmma copies the scales by TMA: a row of 2N bytes must be a multiple of 16, N={N}"
-    smem = dqmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
-    if smem > limits.shared_memory:
-        return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
+    reason = _tma_ring_error("dqmma", "unpack", bk, stages, N, group_size, dqmma_shared_bytes(bm, bn, bk, stages),
+                             limits)
+    if reason:
+        return reason
     _, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
     return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
@@ -354,16 +365,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     # the wgmma N could be 8..256; token tiles under 64 lost at M <= 32 (row 51) and are not GPU-tested
     if bm not in (64, 128, 256):
         return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
-    if group_size % bk or bk < 64:
-        return f"rsmma folds one scale row per block: BK={bk} must be >= 64 and divide the group size {group_size}"
-    if stages < 2:
-        return f"rsmma's loader runs ahead of the MMA: num_stages >= 2, got {stages}"
-    if N % 8:
-        return f"rsmma copies the scales by TMA: a row of 2N bytes must be a multiple of 16, N={N}"
-    smem = rsmma_shared_bytes(bm, bn, bk, stages) + 1024  # the compiled kernel's alignment
-    if smem > limits.shared_memory:
-        return f"needs {smem} B of shared memory, the device has {limits.shared_memory}"
-    return _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn)
+    return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
+            or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
 
 
 def chunk_columns(params, N: int, K: int) -> int:
