@@ -275,24 +275,13 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
 
 def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     a = torch.empty(BM, 4096, dtype=torch.float16)
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
-    a_desc, p_desc, s_desc = descriptors(a, packed_f, scales, BM, BK, WG)
     consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                  num_warps=4 * WG, stride_cn=1)
-    types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
-                 c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
-    signature = {name: types.get(name, "constexpr") for name in rs_kernel.arg_names}
-    divisible = [rs_kernel.arg_names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
-    src = GluonASTSource(rs_kernel, signature, constexprs=consts,
-                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=4 * WG, maxnreg=launch_registers(WG)))
+                  num_warps=4 * WG)
+    return gluon_checks.compile_tma_kernel(rs_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
+                                           launch_registers(WG))
 
 
 def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
@@ -313,9 +302,6 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
 def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128):
     """The rsmma family's kernel for ``variant_id`` compiled for sm_90 without a GPU, with the launch the
     family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
     from tunesearch.variants.api import _rsmma_call
     from tunesearch.variants.space import Variant
 
@@ -324,15 +310,8 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     scales = torch.empty(K // group_size, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
-    names = kernel.arg_names
-    consts = {name: meta[name] for name in names if name in meta} | {"stride_cn": 1}
-    types = {name: mangle_type(arg) for name, arg in zip(names, args) if name.endswith("_desc")}
-    types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
-    signature = {name: types.get(name, "constexpr") for name in names}
-    divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
-    src = GluonASTSource(kernel, signature, constexprs=consts, attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
+    consts = {name: meta[name] for name in kernel.arg_names if name in meta}
+    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
 
 
 def _family_launch(variant, maxnreg=None):

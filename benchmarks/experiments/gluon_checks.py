@@ -1,5 +1,6 @@
 """What the Gluon probes (gluon_ws.py, dqmma_rs.py) share: a config's output against A @ dequantize(W),
-and the mask-edge smoke run of a config in a process of its own. Gluon has no interpreter, so these
+the mask-edge smoke run of a config in a process of its own, and the offline sm_90 compile of a kernel
+with the TMA families' signature. Gluon has no interpreter, so these
 checks on the GPU are the first time such a kernel computes; a barrier waited on with the wrong phase
 hangs rather than fails, and a child process turns that into one config's timeout."""
 import subprocess
@@ -43,3 +44,23 @@ def smoke_in_child(script: str, fields, config: dict, timeout_s: float) -> str |
     if run.returncode != 0:
         return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
     return None
+
+
+def compile_tma_kernel(kernel, descriptors, consts: dict, num_warps: int, maxnreg: int):
+    """``kernel``, with the Gluon families' signature (a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
+    K, stride_cm, stride_cn, then constexprs), compiled for sm_90 without a GPU: the pointers, N, K and
+    C's row stride marked divisible by 16 and C's column stride 1, as a launch at llama shapes specializes
+    them. ``descriptors``: the three TMA descriptors (of CPU tensors will do)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    names = kernel.arg_names
+    types = {name: mangle_type(d) for name, d in zip(("a_desc", "p_desc", "s_desc"), descriptors)}
+    types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
+    signature = {name: types.get(name, "constexpr") for name in names}
+    divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
+    src = GluonASTSource(kernel, signature, constexprs={**consts, "stride_cn": 1},
+                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, maxnreg=maxnreg))

@@ -55,26 +55,15 @@ def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, 
 
 def compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0, PARTS=3, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     a = torch.empty(BM, 4096, dtype=torch.float16)
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
-    a_desc, p_desc, s_desc = descriptors(a, packed, scales, BM, BN, BK)
     consts = dict(GROUP=group_size, BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K or 3,
                   STAGES=STAGES, W_BUFFERS=W_BUFFERS,
                   PARTS=PARTS, UNPACK_WARPS=UNPACK_WARPS, UNPACK_REGS=unpack_registers(UNPACK_WARPS),
-                  MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16, stride_cn=1)
-    types = dict(a_desc=mangle_type(a_desc), p_desc=mangle_type(p_desc), s_desc=mangle_type(s_desc),
-                 c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
-    signature = {name: types.get(name, "constexpr") for name in dqmma_kernel.arg_names}
-    divisible = [dqmma_kernel.arg_names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
-    src = GluonASTSource(dqmma_kernel, signature, constexprs=consts,
-                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=BM // 16, maxnreg=launch_registers(BM, UNPACK_WARPS, MMA_LOADS)))
+                  MMA_LOADS=bool(MMA_LOADS), num_warps=BM // 16)
+    return gluon_checks.compile_tma_kernel(dqmma_kernel, descriptors(a, packed, scales, BM, BN, BK), consts,
+                                           BM // 16, launch_registers(BM, UNPACK_WARPS, MMA_LOADS))
 
 
 def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0) -> dict:
