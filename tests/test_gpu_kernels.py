@@ -159,9 +159,10 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
         split = [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
                  for bn in (64, 256)]  # stream-K
         picks += split
-    else:  # the widest token tile, and one warp group with two
+    else:  # the widest token tile, one warp group with two, and several CTAs an SM where the space has them
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (64, 256)]
         picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]
+        picks += [rng.choice(c) for c in ([v for v in space if v.params["CTAS"] == n] for n in (2, 3, 4)) if c]
     picks += rng.sample(space, min(3, len(space)))
     gen = torch.Generator().manual_seed(M + N + K)
     packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)

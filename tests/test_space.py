@@ -27,6 +27,25 @@ def test_unknown_ids_are_rejected(bad):
         Variant.from_id(bad)
 
 
+def test_a_parameter_added_later_keeps_the_stored_ids():
+    # rsmma's CTAS came after its trials were stored: an id or a dict without it is CTAS=1, and the id
+    # leaves it out at 1 (so "rsmma.bm128....s4" still names the kernel it named); other values are written
+    old = Variant.from_id("rsmma.bm128.bn64.bk64.sk1.w4.s4")
+    assert old.params["CTAS"] == 1 and old.id == "rsmma.bm128.bn64.bk64.sk1.w4.s4"
+    stored = {"family": "rsmma", "id": old.id, "params": dict(BM=128, BN=64, BK=64, SPLIT_K=1, num_warps=4,
+                                                                 num_stages=4)}
+    assert Variant.from_dict(stored) == old
+    two = Variant.from_id("rsmma.bm128.bn64.bk64.sk1.w4.s4.c2")
+    assert two.params["CTAS"] == 2 and two.id.endswith(".s4.c2") and two != old
+    assert Variant.from_id("rsmma.bm128.bn64.bk64.sk1.w4.s4.c1") == old
+    for bad in ("rsmma.bm128.bn64.bk64.sk1.w4.c2", "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2.c3",
+                "rsmma.bm128.bn64.bk64.sk1.w4.s4.x2"):
+        with pytest.raises(ValueError, match="unknown"):
+            Variant.from_id(bad)
+    with pytest.raises(ValueError, match="CTAS must be an int >= 1"):
+        Variant.from_id("rsmma.bm128.bn64.bk64.sk1.w4.s4.c0")
+
+
 def test_from_dict_rejects_an_id_that_disagrees():
     d = Variant.from_id("gemv.bm1.bn128.bk256.sk4.w4.s2").to_dict()
     d["id"] = "gemv.bm1.bn128.bk256.sk8.w4.s2"
@@ -166,10 +185,12 @@ def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
             assert rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + 1024 <= hopper.shared_memory
         if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-51)
             assert heuristic_variants(M, 11008, 4096, 128, hopper)[0].family == "rsmma"
-    # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split
-    # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs)
+    # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs)
+    # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs); two
+    # CTAs an SM of 64-column tiles where those outnumber the SMs (row 53), not at BM=256 (its registers)
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
-    assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn128.bk64.sk1.w8.s8"
+    assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
+    assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
 
     def error(ident, M=128, N=11008, K=4096, G=128):
         return variant_error(Variant.from_id(ident), M, N, K, G, hopper)
@@ -185,6 +206,43 @@ def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
     # the ring at bm256.bn64.bk128: 3 stages fit the SM, 4 do not (50.5 KB a stage)
     assert error("rsmma.bm256.bn64.bk128.sk1.w4.s3", M=256) is None
     assert "shared memory" in error("rsmma.bm256.bn64.bk128.sk1.w4.s4", M=256)
+    # CTAS: the launch's registers (rsmma_launch) must hold the tile's MMA warps: 232 / 128 / 80 / 64 a
+    # thread for 1-4 CTAs of BN=64 (8 warps with the loader's group), 168 / 80 for BN=128 (12 warps)
+    assert error("rsmma.bm128.bn64.bk64.sk1.w4.s4.c2") is None
+    assert "leaves 80 registers" in error("rsmma.bm128.bn64.bk64.sk1.w4.s4.c3")
+    assert "need 160" in error("rsmma.bm256.bn64.bk64.sk1.w4.s4.c2", M=256)
+    assert error("rsmma.bm64.bn64.bk64.sk1.w4.s3.c4", M=64) is None
+    assert "need 80" in error("rsmma.bm64.bn64.bk128.sk1.w4.s3.c4", M=64)
+    assert error("rsmma.bm64.bn128.bk64.sk1.w8.s3.c2", M=64) is None
+    assert "need 96" in error("rsmma.bm64.bn128.bk128.sk1.w8.s3.c2", M=64)
+    assert "1 to 4" in error("rsmma.bm64.bn64.bk64.sk1.w4.s3.c5", M=64)
+
+
+def test_rsmma_ctas_are_pruned_where_they_cannot_share_an_sm():
+    from tunesearch.variants import DeviceLimits
+    from tunesearch.variants.space import rsmma_ctas_fit, rsmma_shared_bytes
+
+    hopper = DeviceLimits(gluon=True)
+
+    def pruned(ident, M=128, N=11008, K=4096):
+        return variant_error(Variant.from_id(ident), M, N, K, 128, hopper, prune=True)
+
+    # 172 tiles of 64 columns at 4096x11008 M=128 outnumber the 132 SMs; 64 tiles at N=4096 do not
+    assert pruned("rsmma.bm128.bn64.bk64.sk1.w4.s4.c2") is None
+    assert "each have an SM of their own" in pruned("rsmma.bm128.bn64.bk64.sk1.w4.s4.c2", N=4096)
+    assert pruned("rsmma.bm128.bn64.bk64.sk4.w4.s4.c2", N=4096) is None  # 256 CTAs with the splits
+    # two rings of 4 stages (18.6 KB a stage) fit the SM's 228 KB, of 6 stages too, of 8 not
+    assert rsmma_ctas_fit(128, 64, 64, 4, hopper) == 3 and rsmma_ctas_fit(128, 64, 64, 6, hopper) == 2
+    assert rsmma_ctas_fit(128, 64, 64, 8, hopper) == 1
+    assert 2 * (rsmma_shared_bytes(128, 64, 64, 8) + 2048) > hopper.sm_shared_memory
+    assert "1 of its rings fit" in pruned("rsmma.bm128.bn64.bk64.sk1.w4.s8.c2")
+    assert pruned("rsmma.bm128.bn64.bk64.sk1.w4.s6.c2") is None
+    # the space offers each CTAS only where it fits: never more than the rings and registers allow
+    space = [v for v in variant_space(128, 11008, 4096, 128, hopper) if v.family == "rsmma"]
+    assert {v["CTAS"] for v in space} == {1, 2, 3, 4}
+    for v in space:
+        p = v.params
+        assert p["CTAS"] <= rsmma_ctas_fit(p["BM"], p["BN"], p["BK"], p["num_stages"], hopper)
 
 
 def test_dqmma_w_buffers_are_the_kernels():

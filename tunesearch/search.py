@@ -36,7 +36,8 @@ log = logging.getLogger("tunesearch")
 KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 # Families with sources of their own: their trials are keyed by their own hash, so adding or changing
 # one leaves the Triton families' stored trials valid, and the reverse.
-FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py")}  # rsmma takes dqmma's descriptors
+# rsmma takes dqmma's descriptors and epilogue; rsmma_launch.py sizes its launch's registers
+FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py", "rsmma_launch.py")}
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,7 +12,7 @@ from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
 from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, dqmma_grid,
-                    interpreting, rsmma_launch_registers, variant_error)
+                    interpreting, variant_error)
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
 # its tile's counter), so one zeroed buffer serves every launch; it only grows.
@@ -133,13 +133,14 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile); with splits
     its workspace holds an fp32 [BN, BM] slot per split of each tile."""
     from .rsmma import descriptors, rsmma_kernel, word_layout
+    from .rsmma_launch import launch_registers
 
     M, N = a.shape[0], packed.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
     grid = (cdiv(N, bn), split_k, cdiv(M, bm))
     args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, grid[0] * grid[2], split_k)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
-                WORDS=word_layout(bk, warps), num_warps=warps, maxnreg=rsmma_launch_registers(warps))
+                WORDS=word_layout(bk, warps), num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     return rsmma_kernel, grid, args, meta
 
 

@@ -173,20 +173,33 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
     cn = gl.expand_dims(pid_n * BN + cols, 0)
     mask = (cm < M) & (cn < N)
     c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
+    slot = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)  # tile-local: no mask needed
+    store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, tile, rank, parts, MAX_PARTS)
+
+
+@gluon.jit
+def store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, tile, rank, parts, MAX_PARTS: gl.constexpr):
+    """C's tile from ``acc`` (also rsmma's): fp16 straight to ``c_ptrs`` when one CTA computed all of it,
+    else the deterministic reduction: each of the ``parts`` contributors stores its fp32 partial in the
+    tile's workspace slot of its ``rank`` (``slot``: each element's tile-local offset, MAX_PARTS slots a
+    tile), and the last to arrive sums the slots in rank order and re-arms the tile's counter."""
+    ROWS: gl.constexpr = acc.type.shape[0]
+    COLS: gl.constexpr = acc.type.shape[1]
+    SIZE: gl.constexpr = ROWS * COLS
+    LAYOUT: gl.constexpr = acc.type.layout
     if MAX_PARTS == 1:  # no tile is split (ws_ptr and lock_ptr are placeholders)
         gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
     elif parts == 1:
         gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
     else:
-        slot = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)  # tile-local: no mask needed
-        ws_tile = ws_ptr + tile * (MAX_PARTS * BM * BN) + slot
-        gl.store(ws_tile + rank * (BM * BN), acc)
+        ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE) + slot
+        gl.store(ws_tile + rank * SIZE, acc)
         gl.thread_barrier()  # every thread's partial is written before the release below
         arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
         if arrived == parts - 1:
-            total = gl.zeros([BM, BN], gl.float32, ACC)
+            total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT)
             for r in range(parts):
-                total += gl.load(ws_tile + r * (BM * BN), cache_modifier=".cg")
+                total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
             gl.store(c_ptrs, total.to(gl.float16), mask=mask)
             gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
 

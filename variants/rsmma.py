@@ -31,6 +31,9 @@ order by the last to arrive). TMA zero-fills rows past M and N and needs A, pack
 column stride, 16-byte aligned base and rows (the launcher copies otherwise; N a multiple of 8). C may
 have any strides.
 
+CTAS: the launch's registers a thread are sized for that many CTAs an SM (`rsmma_launch.py`): at BN=64 a
+CTA has one MMA warp per scheduler, and a second CTA's warps hide its unpack latency (row 53).
+
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
 compiles it for sm_90 and checks its schedule, the GPU tests check its results.
 """
@@ -39,6 +42,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
+from .dqmma import store_tile
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 
@@ -166,21 +170,11 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     cm = gl.expand_dims(pid_m * BM + cols, 0)
     mask = (cm < M) & (cn < N)
     c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    if SPLIT_K == 1:
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
-    elif n_blocks > 0:  # (an empty split adds nothing: the others are counted)
-        tile = pid_m * gl.num_programs(0) + pid_n
+    if n_blocks > 0:  # (an empty split adds nothing: the reduction counts the others)
+        slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
         parts = (blocks + per_split - 1) // per_split
-        ws_tile = ws_ptr + tile * (SPLIT_K * BN * BM) + gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
-        gl.store(ws_tile + pid_k * (BN * BM), acc)
-        gl.thread_barrier()  # every thread's partial is written before the release below
-        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
-        if arrived == parts - 1:
-            total = gl.zeros([BN, BM], gl.float32, ACC)
-            for part in range(parts):
-                total += gl.load(ws_tile + part * (BN * BM), cache_modifier=".cg")
-            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+        store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, pid_m * gl.num_programs(0) + pid_n, pid_k, parts,
+                   SPLIT_K)
 
 
 def word_layout(BK: int, num_warps: int):

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
+from .rsmma_launch import registers_error
+
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
 # swap-AB puts M on wgmma's N side. At M=128 it beat the dequantize route (forms_probe, H200:
 # 54.6 vs 61.6 us on 4096x11008, 46.8 vs 62.9 on 11008x4096), at M=256 it lost (95 vs 67): the
@@ -46,11 +48,15 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     # num_stages is the depth of its own TMA ring (STAGES), num_warps = BM / 16 (the MMA warps)
     "dqmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s")),
-    # BM tokens (the wgmma N), BN = 16 x num_warps columns of W (the wgmma M), num_stages its TMA ring
+    # BM tokens (the wgmma N), BN = 16 x num_warps columns of W (the wgmma M), num_stages its TMA ring,
+    # CTAS the CTAs an SM its launch's registers are sized for (variants/rsmma_launch.py)
     "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
-              ("num_warps", "w"), ("num_stages", "s")),
+              ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
+# Parameters added to a family after its variants were stored: a variant without one has its default,
+# and an id leaves it out at its default, so the ids stored before it keep naming the same kernel.
+FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1}}
 # The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
 # over M, no split-K; launched by the dequantize launcher, not by one kernel call.
 CUBLAS_FAMILIES = ("dequant", "dqchunk")
@@ -82,8 +88,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # the probes' winners (rows 50-51): 5-8 stages, one warp group (BN=64) where columns are few. 3 splits
     # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
+    # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_launch.MMA_REGISTERS) and rings fit
     "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
-                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8)),
+                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
 GLUON_FAMILIES = ("dqmma", "rsmma")
@@ -98,6 +105,7 @@ class DeviceLimits:
     """What bounds a variant on a device. The default is a Hopper (H100/H200) part."""
     shared_memory: int = 232448  # bytes per block, opt-in maximum
     num_sms: int = 132
+    sm_shared_memory: int = 233472  # bytes an SM holds for all its CTAs (each also reserves 1 KB)
     name: str = "generic-sm90"
     gluon: bool = False  # the Gluon families can run: never assumed, only found on a device
 
@@ -112,8 +120,9 @@ class DeviceLimits:
             return cls()
         props = torch.cuda.get_device_properties(dev)
         smem = getattr(props, "shared_memory_per_block_optin", cls.shared_memory)
+        sm_smem = getattr(props, "shared_memory_per_multiprocessor", cls.sm_shared_memory)
         return cls(shared_memory=int(smem), num_sms=int(props.multi_processor_count), name=props.name,
-                   gluon=_gluon_runs((props.major, props.minor)))
+                   sm_shared_memory=int(sm_smem), gluon=_gluon_runs((props.major, props.minor)))
 
 
 class Variant:
@@ -125,6 +134,7 @@ class Variant:
         if family not in FAMILY_PARAMS:
             raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(FAMILIES)}")
         names = [name for name, _ in FAMILY_PARAMS[family]]
+        params = {**FAMILY_DEFAULTS.get(family, {}), **params}
         if set(params) != set(names):
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
@@ -134,7 +144,9 @@ class Variant:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
         object.__setattr__(self, "_params", tuple((name, int(params[name])) for name in names))
-        ident = ".".join([family] + [f"{abbr}{params[n]}" for n, abbr in FAMILY_PARAMS[family]])
+        defaults = FAMILY_DEFAULTS.get(family, {})
+        ident = ".".join([family] + [f"{abbr}{params[n]}" for n, abbr in FAMILY_PARAMS[family]
+                                     if n not in defaults or params[n] != defaults[n]])
         object.__setattr__(self, "id", ident)
 
     def __setattr__(self, name, value):
@@ -162,14 +174,18 @@ class Variant:
     @classmethod
     def from_id(cls, ident: str) -> "Variant":
         family, *fields = str(ident).split(".")
-        if family not in FAMILY_PARAMS or len(fields) != len(FAMILY_PARAMS[family]):
+        if family not in FAMILY_PARAMS or len(fields) > len(FAMILY_PARAMS[family]):
             raise ValueError(f"unknown variant id {ident!r}")
-        params = {}
-        for (name, abbr), field in zip(FAMILY_PARAMS[family], fields):
-            if not field.startswith(abbr) or not field[len(abbr):].isdigit():
+        params, defaults = {}, FAMILY_DEFAULTS.get(family, {})
+        for name, abbr in FAMILY_PARAMS[family]:  # in order; a parameter at its default may be left out
+            field = fields[0] if fields else ""
+            if field.startswith(abbr) and field[len(abbr):].isdigit():
+                params[name] = int(fields.pop(0)[len(abbr):])
+            elif name not in defaults:
                 raise ValueError(f"unknown variant id {ident!r} (expected {abbr}<int> for {name})")
-            params[name] = int(field[len(abbr):])
-        return cls(family, params)
+        if fields:
+            raise ValueError(f"unknown variant id {ident!r} (unexpected {fields[0]!r})")
+        return cls(family, params)  # (a default written out, as in "...c1", is read; its id leaves it out)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -214,10 +230,10 @@ def rsmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
     return stages * (BM * BK * 2 + BK // 8 * BN * 4 + BN * 2 + 16)
 
 
-def rsmma_launch_registers(num_warps: int) -> int:
-    """rsmma's maxnreg at launch: the MMA warps and the loader, padded to a warp group, share an SM's 64K
-    registers (232 at most)."""
-    return min(232, 65536 // (32 * (num_warps + 4)) // 8 * 8)
+def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits") -> int:
+    """How many rsmma CTAs' rings fit an SM's shared memory together (each with its alignment and the
+    1 KB the SM reserves per CTA)."""
+    return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + 2048)
 
 
 def dqmma_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
@@ -365,7 +381,10 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     # the wgmma N could be 8..256; token tiles under 64 lost at M <= 32 (row 51) and are not GPU-tested
     if bm not in (64, 128, 256):
         return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
+    if p["CTAS"] > 4:
+        return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
+            or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
 
 
@@ -411,6 +430,13 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         tiles = cdiv(M, bm) * cdiv(N, bn)
         if split_k > 1 and tiles >= 4 * limits.num_sms:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
+        if variant.family == "rsmma" and p["CTAS"] > 1:
+            # more CTAs an SM than run, or than fit: fewer registers, nothing in return
+            if tiles * split_k <= limits.num_sms:
+                return f"{tiles * split_k} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
+            fit = rsmma_ctas_fit(bm, bn, p["BK"], p["num_stages"], limits)
+            if fit < p["CTAS"]:
+                return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
         return None
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
@@ -498,10 +524,17 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         for mb in (16, 8, 32):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
-    elif family == "rsmma":  # the probes' winners first (rows 50-51): BM = M's tile, one warp group where
-        bm = min(256, max(64, mp))  # N is small, BK=64 with 8 stages or 128 with 5; two splits where the
-        for bn in ((128, 64) if N >= 8192 else (64, 128)):  # tiles fill at most half the SMs (64 tiles:
-            tiles = cdiv(N, bn) * cdiv(M, bm)  # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x)
+    elif family == "rsmma":
+        # The probes' winners first (rows 50-53). BM is M's tile. Where 64-column tiles outnumber the SMs,
+        # two CTAs an SM of them (bm128.bn64.bk64.s4: 27.96 us at 4096x11008 M=128, below the one-CTA
+        # tiles' 29.24; pruned where they would not share SMs). Then one warp group where N is small, BK=64
+        # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
+        # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
+        bm = min(256, max(64, mp))
+        for bk, stages in ((64, 4), (128, 3)):
+            yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
+        for bn in ((128, 64) if N >= 8192 else (64, 128)):
+            tiles = cdiv(N, bn) * cdiv(M, bm)
             for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)

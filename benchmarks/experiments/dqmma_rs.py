@@ -3,6 +3,7 @@
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
     python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K]  (offline: the schedule)
     python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
+    python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,...  (offline: does it fit?)
 
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
@@ -50,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
+from tunesearch.variants.dqmma import store_tile  # noqa: E402
 from tunesearch.variants.layout import PACK, unpack  # noqa: E402
 
 CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
@@ -214,21 +216,11 @@ def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_c
     cm = gl.expand_dims(pid_m * BM + cols, 0)
     mask = (cm < M) & (cn < N)
     c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    if SPLIT_K == 1:
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
-    elif n_blocks > 0:  # (an empty split adds nothing: the others are counted)
-        tile = pid_m * gl.num_programs(0) + pid_n
+    if n_blocks > 0:  # (an empty split adds nothing: the reduction counts the others)
+        slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
         parts = (blocks + per_split - 1) // per_split
-        ws_tile = ws_ptr + tile * (SPLIT_K * BN * BM) + gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
-        gl.store(ws_tile + pid_k * (BN * BM), acc)
-        gl.thread_barrier()  # every thread's partial is written before the release below
-        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
-        if arrived == parts - 1:
-            total = gl.zeros([BN, BM], gl.float32, ACC)
-            for part in range(parts):
-                total += gl.load(ws_tile + part * (BN * BM), cache_modifier=".cg")
-            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+        store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, pid_m * gl.num_programs(0) + pid_n, pid_k, parts,
+                   SPLIT_K)
 
 
 def word_layout(BK: int, WG: int):
@@ -299,9 +291,11 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
                 shared=compiled.metadata.shared, **resources(compiled))
 
 
-def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128):
+def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128,
+                           maxnreg: int | None = None):
     """The rsmma family's kernel for ``variant_id`` compiled for sm_90 without a GPU, with the launch the
-    family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands."""
+    family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands; at ``maxnreg`` registers a
+    thread when given."""
     from tunesearch.variants.api import _rsmma_call
     from tunesearch.variants.space import Variant
 
@@ -311,7 +305,25 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     out = torch.empty(M, N, dtype=torch.float16)
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
     consts = {name: meta[name] for name in kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
+    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], maxnreg or meta["maxnreg"])
+
+
+def fits_registers(variant_id: str, maxnreg: int) -> dict:
+    """Whether the rsmma kernel of ``variant_id`` compiles at ``maxnreg`` registers a thread as the family
+    needs it: ptxas fits it (it may refuse: "insufficient registers"), with no spills and one wgmma left in
+    flight (short of registers, ptxas may instead wait for every wgmma, C7515)."""
+    from triton.runtime.errors import PTXASError
+
+    from benchmarks.sass_stats import disassemble, resources
+
+    try:
+        compiled = compile_family_offline(variant_id, maxnreg=maxnreg)
+    except PTXASError as e:
+        return dict(fits=False, why=str(e).split("ptxas fatal")[-1].strip()[:200])
+    waits = [rest.split(";")[0].strip() for _, op, rest in disassemble(compiled) if op.startswith("WARPGROUP.DEPBAR")]
+    got = resources(compiled)
+    in_flight = "gsb0, 0x1" in waits
+    return dict(fits=got["local"] == 0 and in_flight, why=None if in_flight else "every wgmma waited for", **got)
 
 
 def _family_launch(variant, maxnreg=None):
@@ -423,6 +435,9 @@ if __name__ == "__main__":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
     elif sys.argv[1] == "--compile-family":
         print(json.dumps(family_schedule(sys.argv[2])))
+    elif sys.argv[1] == "--registers":  # VARIANT_ID@MAXNREG[,MAXNREG...]
+        variant_id, _, regs = sys.argv[2].partition("@")
+        print(json.dumps([fits_registers(variant_id, int(r)) for r in regs.split(",")]))
     elif sys.argv[1] == "--smoke":
         problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
         print(problem or "ok")
