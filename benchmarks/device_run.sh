@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 if [ -n "${FAMILIES:-}" ]; then
   step "GPU tests of the kernels about to be swept"
-  timeout 120 python -m pytest -q -p no:warnings tests/test_gpu_kernels.py -k gluon 2>&1 | tail -3
+  timeout 180 python -m pytest -q -p no:warnings tests/test_gpu_kernels.py -k gluon 2>&1 | tail -3
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "kernel tests failed: no sweep"; exit 1; }
 fi
 
