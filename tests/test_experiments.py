@@ -217,18 +217,17 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     assert bytes_ <= got["shared"] <= bytes_ + 1024
 
 
-@pytest.mark.parametrize("split", [2, 0])
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_launch", fromlist=["x"]).MMA_REGISTERS))
-def test_rsmma_register_table_is_the_fewest_that_fit(tile, split):
-    # rsmma_launch's tables decide which CTAS a tile may ask for (the launch's registers shrink with it),
-    # MMA_REGISTERS with a fixed split, STREAM_K_REGISTERS with stream-K (split 0). Each entry must compile
-    # for sm_90 with no spills and one wgmma in flight, and 8 registers fewer must not: a table too low
-    # would launch spilling or serialized kernels, one too high would forbid occupancy that works.
-    from tunesearch.variants.rsmma_launch import MMA_REGISTERS, STREAM_K_REGISTERS
+def test_rsmma_register_table_is_the_fewest_that_fit(tile):
+    # rsmma_launch.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
+    # it). Each entry must compile for sm_90 with no spills and one wgmma in flight, and 8 registers fewer
+    # must not: a table too low would launch spilling or serialized kernels, one too high would forbid
+    # occupancy that works.
+    from tunesearch.variants.rsmma_launch import MMA_REGISTERS
 
     bn, bm, bk = tile
-    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk{split}.w{bn // 16}.s3"
-    need = (STREAM_K_REGISTERS if split == 0 else MMA_REGISTERS)[tile]
+    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
+    need = MMA_REGISTERS[tile]
     at_need, below = _compiled_offline("dqmma_rs.py", "--registers", f"{variant}@{need},{need - 8}")
     assert at_need["fits"] and at_need["reg"] <= need, at_need
     assert not below["fits"], below

@@ -163,9 +163,6 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (64, 256)]
         picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]
         picks += [rng.choice(c) for c in ([v for v in space if v.params["CTAS"] == n] for n in (2, 3, 4)) if c]
-        split += [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["CTAS"] == n] or space)
-                  for n in (1, 2)]  # stream-K, over the SMs and over two slots an SM
-        picks += split[1:]
     picks += rng.sample(space, min(3, len(space)))
     gen = torch.Generator().manual_seed(M + N + K)
     packed, scales = quantize_pack(torch.randn(K, N, generator=gen), G)

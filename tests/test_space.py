@@ -282,18 +282,18 @@ def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, 
 def test_dqmma_stream_k_grid_bounds_every_tiles_partials():
     """SPLIT_K=0 (stream-K): CTA c takes units [c U // P, (c + 1) U // P) of the line of (tile, block)
     units. The kernel finds a unit's CTA as ((u + 1) P - 1) // U and a tile's contributors as the CTAs
-    of its first and last unit; the workspace holds ``gluon_grid``'s count of partials per tile. Checked
+    of its first and last unit; the workspace holds ``dqmma_grid``'s count of partials per tile. Checked
     here against the ranges themselves on shapes with 1 to ~10 contributors per tile."""
     from tunesearch.variants import DeviceLimits
-    from tunesearch.variants.space import STREAM_K, gluon_grid
+    from tunesearch.variants.space import STREAM_K, dqmma_grid
 
     assert Variant.from_id("dqmma.bm128.bn128.bk128.sk0.w8.s4").params["SPLIT_K"] == STREAM_K
     with pytest.raises(ValueError, match=">= 1"):
-        Variant.from_id("splitk.bm16.bn64.bk64.sk0.w4.s3")  # only the Gluon families know stream-K
+        Variant.from_id("splitk.bm16.bn64.bk64.sk0.w4.s3")  # only dqmma knows stream-K
     for M, N, K, bm, bn, bk, sms in [(128, 11008, 4096, 128, 128, 128, 132), (64, 4096, 4096, 64, 128, 128, 132),
                                      (65, 200, 512, 64, 64, 64, 132), (256, 22016, 4096, 128, 256, 64, 132),
                                      (130, 4160, 1024, 128, 64, 64, 7), (64, 64, 128, 64, 64, 64, 132)]:
-        grid, parts = gluon_grid(M, N, K, bm, bn, bk, STREAM_K, sms)
+        grid, parts = dqmma_grid(M, N, K, bm, bn, bk, STREAM_K, sms)
         blocks = K // bk
         units = -(-M // bm) * -(-N // bn) * blocks
         ctas = grid[0]
@@ -303,6 +303,6 @@ def test_dqmma_stream_k_grid_bounds_every_tiles_partials():
         assert all(((u + 1) * ctas - 1) // units == owner[u] for u in range(units))
         most = max(owner[t * blocks + blocks - 1] - owner[t * blocks] + 1 for t in range(units // blocks))
         assert most <= parts <= most + 1, (M, N, K, most, parts)
-    assert gluon_grid(128, 11008, 4096, 128, 128, 128, 2, 132) == ((86, 2, 1), 2)
+    assert dqmma_grid(128, 11008, 4096, 128, 128, 128, 2, 132) == ((86, 2, 1), 2)
     hopper = DeviceLimits(gluon=True)
     assert variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk0.w8.s4"), 128, 11008, 4096, 128, hopper) is None

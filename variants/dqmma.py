@@ -143,7 +143,7 @@ def _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n
 
 
 @gluon.jit
-def first_cta(u, units, ctas):
+def _first_cta(u, units, ctas):
     """The stream-K CTA whose range holds unit u (CTA c holds units [c U // P, (c + 1) U // P))."""
     return ((u + 1) * ctas - 1) // units
 
@@ -160,9 +160,9 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
     pid_n, pid_m, kb = _unit(u, blocks, tiles_n)
     tile = u // blocks
     if SPLIT_K == 0:  # stream-K: the CTAs whose ranges meet the tile's, in order
-        first = first_cta(tile * blocks, units, ctas)
+        first = _first_cta(tile * blocks, units, ctas)
         rank = gl.program_id(0) - first
-        parts = first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
+        parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
     else:  # split-K: the non-empty splits
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         rank = gl.program_id(1)

@@ -42,7 +42,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
-from .dqmma import first_cta, store_tile
+from .dqmma import store_tile
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 
@@ -100,110 +100,54 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr
 
 
 @gluon.jit
-def _mma_segment(begin, end, a_smem, p_smem, s_smem, ready, empty, ACC: gl.constexpr, WORDS: gl.constexpr):
-    """The CTA's blocks [begin, end) of one tile into a fresh accumulator, the last wgmma waited for (its
-    slot is freed by the next block's call, if any)."""
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
+                   p_smem, s_smem, ready, empty, n_blocks):
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
-    BN: gl.constexpr = p_smem.type.shape[2]
-    BM: gl.constexpr = a_smem.type.shape[1]
     acc = gl.zeros([BN, BM], gl.float32, ACC)
     # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
     # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
-    n = end - begin
-    for j in range(n // 2):
-        acc = _mma_block(begin + 2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-        acc = _mma_block(begin + 2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-    if n % 2 == 1:
-        acc = _mma_block(end - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-    return warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-
-
-@gluon.jit
-def _write_tile(acc, tile, rank, parts, tiles_m, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn,
-                MAX_PARTS: gl.constexpr):
-    """C^T's tile [BN, BM] into C [M, N] (its rows in the fragment's paired order), through the reduction
-    when ``parts`` CTAs share it."""
-    BN: gl.constexpr = acc.type.shape[0]
-    BM: gl.constexpr = acc.type.shape[1]
-    ACC: gl.constexpr = acc.type.layout
-    pid_n = tile // tiles_m
-    pid_m = tile % tiles_m
-    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
-    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
-    column = rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2
-    cn = gl.expand_dims(pid_n * BN + column, 1)
-    cm = gl.expand_dims(pid_m * BM + cols, 0)
-    slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
-    store_tile(acc, c_ptr + cm * stride_cm + cn * stride_cn, (cm < M) & (cn < N), slot, ws_ptr, lock_ptr, tile,
-               rank, parts, MAX_PARTS)
-
-
-@gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr,
-                   SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, u0,
-                   n_units, blocks, tiles_m, units, ctas, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn):
-    """The CTA's units [u0, u0 + n_units) (tile = unit // blocks). Split-K: one tile's, its accumulator
-    returned (written after the partitions join: inside, the epilogue's registers would count against
-    the MMA loop's, rsmma_launch.py). Stream-K: one segment a tile, each written as it ends."""
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BM, 16])
-    if SPLIT_K != 0:
-        return (_mma_segment(0, n_units, a_smem, p_smem, s_smem, ready, empty, ACC, WORDS),)
-    t_first = u0 // blocks
-    segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
-    acc = gl.zeros([BN, BM], gl.float32, ACC)
-    for seg in range(segments):
-        tile = t_first + seg
-        begin = gl.maximum(tile * blocks, u0) - u0
-        end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
-        acc = _mma_segment(begin, end, a_smem, p_smem, s_smem, ready, empty, ACC, WORDS)
-        first = first_cta(tile * blocks, units, ctas)  # the CTAs whose ranges meet the tile's, in order
-        parts = first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
-        _write_tile(acc, tile, gl.program_id(0) - first, parts, tiles_m, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm,
-                    stride_cn, MAX_PARTS)
+    for j in range(n_blocks // 2):
+        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    if n_blocks % 2 == 1:
+        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     return (acc,)
 
 
 @gluon.jit
-def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_m,
-                    group):
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                    n_blocks, group):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = p_smem.type.shape[2]
-    for i in range(n_units):
+    for i in range(n_blocks):
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
         bar = ready.index(s)
         mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        tile = (u0 + i) // blocks
-        k = (u0 + i - tile * blocks) * BK
-        tma.async_copy_global_to_shared(a_desc, [tile % tiles_m * BM, k], bar, a_smem.index(s))
-        tma.async_copy_global_to_shared(p_desc, [k // 8, tile // tiles_m * BN], bar, p_smem.index(s))
-        tma.async_copy_global_to_shared(s_desc, [k // group, tile // tiles_m * BN], bar, s_smem.index(s))
+        k = (first_block + i) * BK
+        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
 def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-                 STAGES: gl.constexpr, WORDS: gl.constexpr, num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1):
+                 STAGES: gl.constexpr, WORDS: gl.constexpr, num_warps: gl.constexpr):
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    # units: block kb of tile t is unit t * blocks + kb; tile t is column tile t // tiles_m, token tile
-    # t % tiles_m (a column tile's token tiles run on neighbouring CTAs: its weights come from L2 again)
+    pid_n = gl.program_id(0)
+    pid_k = gl.program_id(1)
+    pid_m = gl.program_id(2)
     blocks = K // BK
-    tiles_m = gl.cdiv(M, BM)
-    units = blocks * tiles_m * gl.cdiv(N, BN)
-    if SPLIT_K == 0:  # stream-K: a grid of CTAs splitting all tiles' blocks evenly
-        ctas = gl.num_programs(0)
-        u0 = gl.program_id(0) * units // ctas
-        n_units = (gl.program_id(0) + 1) * units // ctas - u0
-    else:  # a CTA per (column tile, split, token tile)
-        ctas = 1
-        per_split = gl.cdiv(blocks, SPLIT_K)
-        first_block = gl.program_id(1) * per_split
-        u0 = (gl.program_id(0) * tiles_m + gl.program_id(2)) * blocks + first_block
-        n_units = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
+    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+    first_block = pid_k * per_split
+    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
@@ -213,15 +157,24 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, WORDS, SPLIT_K, MAX_PARTS, a_smem, p_smem, s_smem, ready, empty, u0,
-                          n_units, blocks, tiles_m, units, ctas, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
-        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_m,
-                           GROUP)),
+        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
+                           n_blocks, GROUP)),
     ], [1], [LOAD_REGS])
-    if SPLIT_K != 0:
-        if n_units > 0:  # (an empty split adds nothing: the reduction counts the non-empty ones)
-            _write_tile(acc, u0 // blocks, gl.program_id(1), gl.cdiv(blocks, per_split), tiles_m, c_ptr, ws_ptr,
-                        lock_ptr, M, N, stride_cm, stride_cn, MAX_PARTS)
+    # C^T's tile [BN, BM] into C [M, N]
+    ACC: gl.constexpr = acc.type.layout
+    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
+    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
+    column = rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2  # the fragment's paired row order
+    cn = gl.expand_dims(pid_n * BN + column, 1)
+    cm = gl.expand_dims(pid_m * BM + cols, 0)
+    mask = (cm < M) & (cn < N)
+    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
+    if n_blocks > 0:  # (an empty split adds nothing: the reduction counts the others)
+        slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
+        parts = (blocks + per_split - 1) // per_split
+        store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, pid_m * gl.num_programs(0) + pid_n, pid_k, parts,
+                   SPLIT_K)
 
 
 def word_layout(BK: int, num_warps: int):

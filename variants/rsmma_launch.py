@@ -16,20 +16,12 @@ MAX_REGISTERS = 232  # the count one CTA launches with when its warps would allo
 
 # The fewest registers a thread (a multiple of 8) with which ptxas compiles the MMA warps of (BN, BM, BK)
 # with no spills and one wgmma left in flight, found offline for sm_90 (tests/test_experiments.py checks
-# each, and that 8 fewer fail: "insufficient registers", or every wgmma waited for, C7515). With a fixed
-# split the tile is written after the partitions join; with stream-K the MMA warps write each tile
-# themselves, and that epilogue's registers count against their loop's: STREAM_K_REGISTERS.
+# each, and that 8 fewer fail: "insufficient registers", or every wgmma waited for, C7515).
 MMA_REGISTERS = {
     (64, 64, 64): 64, (64, 64, 128): 80, (64, 128, 64): 96, (64, 128, 128): 96, (64, 256, 64): 160,
     (64, 256, 128): 160,
     (128, 64, 64): 72, (128, 64, 128): 96, (128, 128, 64): 96, (128, 128, 128): 120, (128, 256, 64): 160,
     (128, 256, 128): 160,
-}
-STREAM_K_REGISTERS = {
-    (64, 64, 64): 72, (64, 64, 128): 96, (64, 128, 64): 96, (64, 128, 128): 112, (64, 256, 64): 160,
-    (64, 256, 128): 160,
-    (128, 64, 64): 88, (128, 64, 128): 120, (128, 128, 64): 104, (128, 128, 128): 136, (128, 256, 64): 160,
-    (128, 256, 128): 184,
 }
 
 
@@ -38,11 +30,11 @@ def launch_registers(num_warps: int, ctas: int = 1) -> int:
     return min(MAX_REGISTERS, REGISTER_FILE // (32 * (num_warps + LOADER_WARPS) * ctas) // 8 * 8)
 
 
-def registers_error(BN: int, BM: int, BK: int, ctas: int, stream_k: bool = False) -> str | None:
+def registers_error(BN: int, BM: int, BK: int, ctas: int) -> str | None:
     """Why ``ctas`` CTAs of (BN, BM, BK) cannot share an SM's registers; None when they can."""
-    need = (STREAM_K_REGISTERS if stream_k else MMA_REGISTERS).get((BN, BM, BK))
+    need = MMA_REGISTERS.get((BN, BM, BK))
     have = launch_registers(BN // 16, ctas)
     if need is not None and have < need:
         return (f"CTAS={ctas} leaves {have} registers a thread; the MMA warps of BN={BN}, BM={BM}, BK={BK} "
-                f"need {need}" + (" with stream-K" if stream_k else ""))
+                f"need {need}")
     return None

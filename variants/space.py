@@ -24,8 +24,7 @@ SWAPAB_MAX_M = 256
 # The warp-specialized Gluon GEMM (variants/dqmma.py) beat the packaged table at M=64..128 on the H200
 # and tied the dequantize route at M=256 (NOTES.md row 45): the sweep decides across that range.
 DQMMA_M = (64, 256)
-# The Gluon families' SPLIT_K=0: no fixed split; a persistent grid of one CTA per SM (rsmma: per slot,
-# CTAS an SM) splits all tiles' blocks evenly
+# dqmma's SPLIT_K=0: no fixed split; a persistent grid of one CTA per SM splits all tiles' blocks evenly
 # (stream-K), so a last wave of few tiles does not leave most SMs idle (row 49: 172 tiles of 128x128
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
@@ -90,7 +89,7 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_launch.MMA_REGISTERS) and rings fit
-    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
+    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -140,7 +139,7 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            least = STREAM_K if family in GLUON_FAMILIES and name == "SPLIT_K" else 1
+            least = STREAM_K if (family, name) == ("dqmma", "SPLIT_K") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
@@ -237,18 +236,18 @@ def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits
     return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + 2048)
 
 
-def gluon_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
-               slots: int) -> tuple[tuple[int, int, int], int]:
-    """The Gluon families' launch grid, and the most partial tiles one output tile gathers (the workspace
-    holds that many fp32 tiles per tile; 1: none). Split-K: a CTA per (column tile, split, row tile).
-    Stream-K: one CTA per slot (the CTAs resident at once: SMs x CTAs an SM; at most one per block), CTA
-    c taking units [c U / P, (c + 1) U / P) of the U = tiles x K/BK blocks; each CTA holds at least
-    U // P units, so a tile of K/BK blocks meets at most cdiv(K/BK - 1, U // P) + 1 of them."""
+def dqmma_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
+               num_sms: int) -> tuple[tuple[int, int, int], int]:
+    """dqmma's launch grid, and the most partial tiles one output tile gathers (its workspace holds that
+    many fp32 [BM, BN] slots per tile; 1: none). Split-K: a CTA per (column tile, split, row tile).
+    Stream-K: one CTA per SM (at most one per block), CTA c taking units [c U / P, (c + 1) U / P) of the
+    U = tiles x K/BK blocks; each CTA holds at least U // P units, so a tile of K/BK blocks meets at
+    most cdiv(K/BK - 1, U // P) + 1 of them."""
     tiles_m, tiles_n, blocks = cdiv(M, BM), cdiv(N, BN), K // BK
     if split_k != STREAM_K:
         return (tiles_n, split_k, tiles_m), split_k
     units = tiles_m * tiles_n * blocks
-    ctas = min(slots, units)
+    ctas = min(num_sms, units)
     return (ctas, 1, 1), cdiv(blocks - 1, units // ctas) + 1
 
 
@@ -371,7 +370,7 @@ def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
                              limits)
     if reason:
         return reason
-    _, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
+    _, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
     return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
 
@@ -384,10 +383,9 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
-    _, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms * p["CTAS"])
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
-            or registers_error(bn, bm, bk, p["CTAS"], stream_k=p["SPLIT_K"] == STREAM_K)
-            or _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn))
+            or registers_error(bn, bm, bk, p["CTAS"])
+            or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
 
 
 def chunk_columns(params, N: int, K: int) -> int:
@@ -434,10 +432,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
         if variant.family == "rsmma" and p["CTAS"] > 1:
             # more CTAs an SM than run, or than fit: fewer registers, nothing in return
-            grid, _ = gluon_grid(M, N, K, bm, bn, p["BK"], split_k, limits.num_sms * p["CTAS"])
-            if grid[0] * grid[1] * grid[2] <= limits.num_sms:
-                ctas = grid[0] * grid[1] * grid[2]
-                return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
+            if tiles * split_k <= limits.num_sms:
+                return f"{tiles * split_k} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
             fit = rsmma_ctas_fit(bm, bn, p["BK"], p["num_stages"], limits)
             if fit < p["CTAS"]:
                 return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"

@@ -8,7 +8,7 @@
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
 that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py).
-PLAN holds the last probe (row 54: rsmma with stream-K); the frag32 plans of rows 50-51 are in
+PLAN holds the last probe (row 53: rsmma with two CTAs an SM); the frag32 plans of rows 50-51 are in
 commits 3cf0466 and b58f078, their results in benchmarks/results/dqmma_rs*_s20.*.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
@@ -355,14 +355,15 @@ def family_schedule(variant_id: str) -> dict:
 
 
 # (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids ("@R": launched with R
-# registers a thread), beside the packaged table's pick. Row 54: stream-K (sk0) on the rows still under
-# fp16, over one slot an SM and two (c2); row 53's "@128" probes are the family's CTAS=2 since.
-STREAM_K = ["rsmma.bm128.bn64.bk64.sk0.w4.s4.c2", "rsmma.bm128.bn64.bk128.sk0.w4.s3.c2",
-            "rsmma.bm256.bn128.bk64.sk0.w8.s4", "rsmma.bm256.bn64.bk64.sk0.w4.s4"]
-PLAN = {(128, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk0.w4.s4.c2", "rsmma.bm128.bn64.bk64.sk0.w4.s5",
-                             "rsmma.bm128.bn128.bk64.sk0.w8.s5", "rsmma.bm64.bn64.bk64.sk0.w4.s4.c3"],
-        (256, 4096, 11008): STREAM_K, (256, 4096, 12288): STREAM_K, (256, 4096, 22016): STREAM_K,
-        (256, 4096, 4096): ["rsmma.bm128.bn64.bk64.sk0.w4.s4.c2", "rsmma.bm128.bn64.bk128.sk0.w4.s6"]}
+# registers a thread, so that two CTAs of BN=64 share an SM), beside the packaged table's pick: the rows
+# still under fp16 (row 52), each 64-column form with the family's 232 registers and with 128
+PLAN = {(128, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
+                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"],
+        (256, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
+                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (256, 4096, 12288): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (256, 4096, 22016): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
+        (128, 4096, 4096): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"]}
 FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
