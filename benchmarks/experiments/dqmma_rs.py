@@ -355,15 +355,12 @@ def family_schedule(variant_id: str) -> dict:
 
 
 # (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids ("@R": launched with R
-# registers a thread, so that two CTAs of BN=64 share an SM), beside the packaged table's pick: the rows
-# still under fp16 (row 52), each 64-column form with the family's 232 registers and with 128
-PLAN = {(128, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
-                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"],
-        (256, 4096, 11008): ["rsmma.bm128.bn64.bk64.sk1.w4.s4", "rsmma.bm128.bn64.bk64.sk1.w4.s4@128",
-                             "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
-        (256, 4096, 12288): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
-        (256, 4096, 22016): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm128.bn64.bk128.sk1.w4.s3@128"],
-        (128, 4096, 4096): ["rsmma.bm128.bn64.bk64.sk1.w4.s4@128", "rsmma.bm64.bn64.bk128.sk1.w4.s4@128"]}
+# registers a thread), beside the packaged table's pick. Row 56: rsmma at M=32 with token tiles of 32 (the
+# family's rules admit BM >= 64; the probe launches what it is given) and 2-4 CTAs an SM, against swapab.
+# Row 55's stream-K plan is in commit 9b4fa82.
+M32 = ["rsmma.bm32.bn64.bk64.sk1.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3", "rsmma.bm32.bn64.bk64.sk2.w4.s8.c2",
+       "rsmma.bm32.bn128.bk64.sk1.w8.s6.c2", "rsmma.bm32.bn64.bk64.sk4.w4.s4.c4"]
+PLAN = {(32, 4096, 11008): M32, (32, 11008, 4096): M32, (32, 4096, 22016): M32}
 FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
