@@ -8,7 +8,7 @@
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
 that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py).
-PLAN holds the last probe (row 53: rsmma with two CTAs an SM); the frag32 plans of rows 50-51 are in
+PLAN holds the last probe (row 56: rsmma at M=32); the frag32 plans of rows 50-51 are in
 commits 3cf0466 and b58f078, their results in benchmarks/results/dqmma_rs*_s20.*.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
