@@ -216,6 +216,9 @@ def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
     assert error("rsmma.bm64.bn128.bk64.sk1.w8.s3.c2", M=64) is None
     assert "need 96" in error("rsmma.bm64.bn128.bk128.sk1.w8.s3.c2", M=64)
     assert "1 to 4" in error("rsmma.bm64.bn64.bk64.sk1.w4.s3.c5", M=64)
+    # a tile the register table has not measured (BK=256, with groups of 256) runs only alone
+    assert error("rsmma.bm64.bn64.bk256.sk1.w4.s3", M=64, G=256) is None
+    assert "CTAS must be 1" in error("rsmma.bm64.bn64.bk256.sk1.w4.s3.c2", M=64, G=256)
 
 
 def test_rsmma_ctas_are_pruned_where_they_cannot_share_an_sm():

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from .rsmma_launch import registers_error
+from .rsmma_launch import MMA_REGISTERS, registers_error
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
 # swap-AB puts M on wgmma's N side. At M=128 it beat the dequantize route (forms_probe, H200:
@@ -383,6 +383,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
+    if p["CTAS"] > 1 and (bn, bm, bk) not in MMA_REGISTERS:
+        return f"no register count is measured for rsmma's BN={bn}, BM={bm}, BK={bk}: CTAS must be 1"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
