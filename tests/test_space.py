@@ -185,7 +185,7 @@ def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
             assert rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + 1024 <= hopper.shared_memory
         if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-51)
             assert heuristic_variants(M, 11008, 4096, 128, hopper)[0].family == "rsmma"
-    # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs)
+    # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split
     # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs); two
     # CTAs an SM of 64-column tiles where those outnumber the SMs (row 53), not at BM=256 (its registers)
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
