@@ -8,7 +8,7 @@
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
 that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py).
-PLAN holds the last probe (row 56: rsmma at M=32); the frag32 plans of rows 50-51 are in
+PLAN holds the last probe (row 57: rsmma at M=16 and 48); the frag32 plans of rows 50-51 are in
 commits 3cf0466 and b58f078, their results in benchmarks/results/dqmma_rs*_s20.*.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
@@ -355,12 +355,15 @@ def family_schedule(variant_id: str) -> dict:
 
 
 # (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids ("@R": launched with R
-# registers a thread), beside the packaged table's pick. Row 56: rsmma at M=32 with token tiles of 32 (the
-# family's rules admit BM >= 64; the probe launches what it is given) and 2-4 CTAs an SM, against swapab.
-# Row 55's stream-K plan is in commit 9b4fa82.
-M32 = ["rsmma.bm32.bn64.bk64.sk1.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3", "rsmma.bm32.bn64.bk64.sk2.w4.s8.c2",
-       "rsmma.bm32.bn128.bk64.sk1.w8.s6.c2", "rsmma.bm32.bn64.bk64.sk4.w4.s4.c4"]
-PLAN = {(32, 4096, 11008): M32, (32, 11008, 4096): M32, (32, 4096, 22016): M32}
+# registers a thread), beside the packaged table's pick. Row 57: rsmma below its range (the family's rules
+# admit M >= 64 and BM >= 64; the probe launches what it is given): token tiles of 16 at M=16 and of 32 or
+# 64 at M=48, 2-4 CTAs an SM, against the table's swapab. Row 56's M=32 plan is in commit 139d56e.
+M16 = ["rsmma.bm16.bn64.bk64.sk1.w4.s6.c4", "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4", "rsmma.bm16.bn64.bk64.sk2.w4.s8.c3",
+       "rsmma.bm16.bn64.bk64.sk4.w4.s4.c4"]
+M48 = ["rsmma.bm64.bn64.bk128.sk1.w4.s4.c2", "rsmma.bm64.bn64.bk64.sk2.w4.s4.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3",
+       "rsmma.bm64.bn64.bk128.sk1.w4.s3.c3"]
+PLAN = {(16, 4096, 11008): M16, (16, 11008, 4096): M16, (16, 4096, 22016): M16,
+        (48, 4096, 11008): M48, (48, 11008, 4096): M48, (48, 4096, 22016): M48}
 FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
