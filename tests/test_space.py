@@ -171,7 +171,7 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
                                             128, 11008, 4096, 128, hopper)
 
 
-def test_rsmma_is_offered_at_m_64_to_256_with_its_own_rules():
+def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     from tunesearch.variants import DeviceLimits
     from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
 

@@ -28,8 +28,8 @@ DQMMA_M = (64, 256)
 # (stream-K), so a last wave of few tiles does not leave most SMs idle (row 49: 172 tiles of 128x128
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
-# The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200 and
-# lost to swapab at M=32 and to the gemv and swapab at decode (rows 50-51)
+# The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
+# at M=48 (row 57) and lost to the gemv and swapab at decode (rows 50-51; at M=32 with BM=64, row 51)
 RSMMA_M = (33, 256)  # from 33: at M=48 its 64-token tiles beat the table's swapab by 18-40% (row 57)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
@@ -570,7 +570,7 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
-    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=64..256 (rows 50-51)
+    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=48..256 (rows 50-57)
         order = ("rsmma",) + order
     seeds = []
     for family in order:
