@@ -126,10 +126,11 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
     assert torch.equal(ptx[:8].double(), exact.double())
 
 
-# M across the 64- and 128-row tiles' masks (65, 127, 130); N = 200 and 520 no multiple of any BN,
-# 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
+# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48: rsmma only,
+# from M=33); N = 200 and 520 no multiple of any BN, 200 not even of the 4-word copies; G = 64 leaves
+# BK = 64 only; K = 256 with 4 splits of one block.
 DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
-                (192, 11008, 4096, 128)]
+                (192, 11008, 4096, 128), (48, 4096, 11008, 128)]
 
 
 @pytest.mark.gpu
@@ -145,9 +146,14 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
     from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
     from tunesearch.variants.api import make_launcher
 
+    from tunesearch.variants.space import DQMMA_M, RSMMA_M
+
     limits = DeviceLimits.of(0)
     if not limits.gluon:
         pytest.skip(f"{limits.name}: no Gluon family here")
+    lo, hi = DQMMA_M if family == "dqmma" else RSMMA_M
+    if not lo <= M <= hi:
+        pytest.skip(f"{family} is offered at M = {lo}..{hi}, not {M}")
     space = [v for v in variant_space(M, N, K, G, device=0) if v.family == family]
     assert space
     rng = random.Random(f"{family}-{M}-{K}-{N}-{G}")
