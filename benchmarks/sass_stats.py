@@ -64,6 +64,12 @@ def resources(compiled) -> dict:
     return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
 
 
+def wgmma_waits(instrs) -> list[str]:
+    """The operands of each wgmma wait (WARPGROUP.DEPBAR) in ``instrs``, in order: "gsb0, 0x1" leaves one
+    wgmma in flight, "gsb0, 0x0" waits for all."""
+    return [rest.split(";")[0].strip() for _, op, rest in instrs if op.startswith("WARPGROUP.DEPBAR")]
+
+
 def loop_body(compiled, containing: str | None = None) -> list[tuple[int, str, str]]:
     """The hottest loop's instructions: the longest backward branch's body (the K loop, unpeeled),
     or the longest one holding an opcode starting with ``containing`` (a split-K epilogue's loop can

@@ -279,13 +279,13 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
 def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma (and whether their A operand is registers),
     their waits, TMA loads, shared stores, registers and spills."""
-    from benchmarks.sass_stats import disassemble, resources
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
 
     compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K)
     sass = disassemble(compiled)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
-                waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
+                waits=wgmma_waits(sass),
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
                 shared_stores=sum(op.startswith("STS") for _, op, _ in sass),
                 shared=compiled.metadata.shared, **resources(compiled))
@@ -314,13 +314,13 @@ def fits_registers(variant_id: str, maxnreg: int) -> dict:
     flight (short of registers, ptxas may instead wait for every wgmma, C7515)."""
     from triton.runtime.errors import PTXASError
 
-    from benchmarks.sass_stats import disassemble, resources
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
 
     try:
         compiled = compile_family_offline(variant_id, maxnreg=maxnreg)
     except PTXASError as e:
         return dict(fits=False, why=str(e).split("ptxas fatal")[-1].strip()[:200])
-    waits = [rest.split(";")[0].strip() for _, op, rest in disassemble(compiled) if op.startswith("WARPGROUP.DEPBAR")]
+    waits = wgmma_waits(disassemble(compiled))
     got = resources(compiled)
     in_flight = "gsb0, 0x1" in waits
     return dict(fits=got["local"] == 0 and in_flight, why=None if in_flight else "every wgmma waited for", **got)
@@ -341,13 +341,13 @@ def _family_launch(variant, maxnreg=None):
 
 def family_schedule(variant_id: str) -> dict:
     """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, with its shared loads by width."""
-    from benchmarks.sass_stats import disassemble, resources
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
 
     compiled = compile_family_offline(variant_id)
     sass = disassemble(compiled)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
-                waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
+                waits=wgmma_waits(sass),
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
                 shared_loads={op: sum(o == op for _, o, _ in sass) for op in sorted({o for _, o, _ in sass
                                                                                     if o.startswith("LDS")})},

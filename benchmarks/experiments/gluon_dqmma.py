@@ -230,11 +230,11 @@ def compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False, PARTS=3, 
 def schedule(BM, BN, BK, SPLIT_K, STAGES, PTX=True, SWAP=False) -> dict:
     """What the K loop's SASS does per block: its wgmma waits, wgmma and async copies; and spills and
     shared memory."""
-    from benchmarks.sass_stats import loop_body, resources
+    from benchmarks.sass_stats import loop_body, resources, wgmma_waits
 
     compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, PTX, SWAP)
     body = loop_body(compiled, containing="HGMMA")
-    return dict(waits=[rest.split(";")[0].strip() for _, op, rest in body if op.startswith("WARPGROUP.DEPBAR")],
+    return dict(waits=wgmma_waits(body),
                 wgmma=sum(op.startswith("HGMMA") for _, op, _ in body),
                 async_copies=sum(op.startswith("LDGSTS") for _, op, _ in body),
                 instructions=len(body), shared=compiled.metadata.shared,

@@ -70,13 +70,13 @@ def schedule(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS=4, MMA_LOADS=0
     """What the compiled kernel holds (sm_90, offline): wgmma and their waits, TMA loads, the partitions'
     register moves, shared memory (and the buffers' and mbarriers' share, as the family's validity rule
     counts it), registers and spills."""
-    from benchmarks.sass_stats import disassemble, resources
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants.space import dqmma_shared_bytes
 
     compiled = compile_offline(BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, UNPACK_WARPS, MMA_LOADS)
     sass = disassemble(compiled)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass),
-                waits=[rest.split(";")[0].strip() for _, op, rest in sass if op.startswith("WARPGROUP.DEPBAR")],
+                waits=wgmma_waits(sass),
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
                 setmaxreg=sum("SETMAXREG" in op for _, op, _ in sass),
                 shared=compiled.metadata.shared, buffers=dqmma_shared_bytes(BM, BN, BK, STAGES, W_BUFFERS),
