@@ -378,7 +378,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bn not in (64, 128) or warps != bn // 16:
         return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
-    # the wgmma N could be 8..256; token tiles under 64 lost at M <= 32 (row 51) and are not GPU-tested
+    # the wgmma N could be 8..256; token tiles under 64 are not in the family yet (they lost at M <= 32 with
+    # one CTA an SM, row 51, and won at M=32 with 2-4, row 56: not yet swept nor GPU-tested)
     if bm not in (64, 128, 256):
         return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
