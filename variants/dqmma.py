@@ -156,7 +156,6 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
     rank, and the last to arrive sums the slots in rank order."""
     BM: gl.constexpr = acc.type.shape[0]
     BN: gl.constexpr = acc.type.shape[1]
-    ACC: gl.constexpr = acc.type.layout
     pid_n, pid_m, kb = _unit(u, blocks, tiles_n)
     tile = u // blocks
     if SPLIT_K == 0:  # stream-K: the CTAs whose ranges meet the tile's, in order
@@ -167,26 +166,34 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         rank = gl.program_id(1)
         parts = (blocks + per_split - 1) // per_split
-    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, ACC))
-    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, ACC))
-    cm = gl.expand_dims(pid_m * BM + rows, 1)
-    cn = gl.expand_dims(pid_n * BN + cols, 0)
-    mask = (cm < M) & (cn < N)
-    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    slot = gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)  # tile-local: no mask needed
-    store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, tile, rank, parts, MAX_PARTS)
+    store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank, parts,
+               MAX_PARTS, False)
 
 
 @gluon.jit
-def store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, tile, rank, parts, MAX_PARTS: gl.constexpr):
-    """C's tile from ``acc`` (also rsmma's): fp16 straight to ``c_ptrs`` when one CTA computed all of it,
-    else the deterministic reduction: each of the ``parts`` contributors stores its fp32 partial in the
-    tile's workspace slot of its ``rank`` (``slot``: each element's tile-local offset, MAX_PARTS slots a
-    tile), and the last to arrive sums the slots in rank order and re-arms the tile's counter."""
+def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, ws_ptr, lock_ptr, tile, rank, parts,
+               MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr):
+    """C's tile from ``acc`` (also rsmma's): its rows at ``row0`` + r of the ``n_rows`` along ``stride_row``
+    (C's M for dqmma; its N for rsmma, whose C^T tile is transposed), its columns likewise, the rest
+    masked. PAIRED_ROWS: acc's row 16w + 8h + g holds row 16w + 2g + h (rsmma's fragment order).
+    fp16 straight to C when one CTA computed all of it, else the deterministic reduction: each of the
+    ``parts`` contributors stores its fp32 partial in the tile's workspace slot of its ``rank`` (MAX_PARTS
+    slots a tile, tile-local offsets: no mask needed), and the last to arrive sums the slots in rank order
+    and re-arms the tile's counter."""
     ROWS: gl.constexpr = acc.type.shape[0]
     COLS: gl.constexpr = acc.type.shape[1]
     SIZE: gl.constexpr = ROWS * COLS
     LAYOUT: gl.constexpr = acc.type.layout
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, LAYOUT))
+    if PAIRED_ROWS:
+        row = gl.expand_dims(row0 + rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2, 1)
+    else:
+        row = gl.expand_dims(row0 + rows, 1)
+    col = gl.expand_dims(col0 + cols, 0)
+    mask = (row < n_rows) & (col < n_cols)
+    c_ptrs = c_ptr + row * stride_row + col * stride_col
+    slot = gl.expand_dims(rows, 1) * COLS + gl.expand_dims(cols, 0)
     if MAX_PARTS == 1:  # no tile is split (ws_ptr and lock_ptr are placeholders)
         gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
     elif parts == 1:

@@ -1,4 +1,4 @@
-"""The rsmma family: W4A16 GEMM with the weights as the wgmma's register operand (Gluon, Hopper), M = 64..256.
+"""The rsmma family: W4A16 GEMM with the weights as the wgmma's register operand (Gluon, Hopper), M = 17..256.
 
 dqmma's unpack warps write every fp16 weight to shared memory for its MMA warps to read, and the two
 partitions overlap only in part (NOTES.md row 49). Here the product is taken transposed,
@@ -24,7 +24,7 @@ serves both; C^T's rows come out in that order and the epilogue writes each to i
 repacked layout made for the fragment, which would need a second copy of the weights.)
 
 Tile: BN = 16 x num_warps columns of W (64 or 128: the wgmma M, 64 a warp group), BM tokens (the wgmma
-N), BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
+N: 32 to 256), BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
 dequantize does: (q - 8) exact in fp16, then one rounding by the scale). Split-K over whole blocks with
 the Triton families' deterministic reduction (fp32 partials in the tile's slot per split, summed in split
 order by the last to arrive). TMA zero-fills rows past M and N and needs A, packed and scales with unit
@@ -32,7 +32,12 @@ column stride, 16-byte aligned base and rows (the launcher copies otherwise; N a
 have any strides.
 
 CTAS: the launch's registers a thread are sized for that many CTAs an SM (`rsmma_launch.py`): at BN=64 a
-CTA has one MMA warp per scheduler, and a second CTA's warps hide its unpack latency (row 53).
+CTA has one MMA warp per scheduler, and a second CTA's warps hide its unpack latency (row 53); with them
+32-token tiles beat swapab at M=32 (row 56).
+
+The kernel takes the fragment builder as a parameter: `fragment` here for the base layout, another for
+the frag32 layout of benchmarks/experiments/dqmma_rs.py (its packed box [BK/32, BN, 4], rows in natural
+order), so the experiment runs this kernel's skeleton and epilogue rather than a copy.
 
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
 compiles it for sm_90 and checks its schedule, the GPU tests check its results.
@@ -66,7 +71,7 @@ def _pair_ptx(word, select):
 
 
 @gluon.jit
-def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
+def fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
     """W^T [BN, BK] of one block, scaled, in the wgmma's register-operand layout FRAG, its rows in the paired
     order (fragment row 16w + 8h + g holds column 16w + 2g + h). ``WORDS`` spreads the words
     [BK/32 chunks, 4 words j, BN, 4 bytes t] as FRAG wants them (``word_layout``)."""
@@ -87,12 +92,13 @@ def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
 
 
 @gluon.jit
-def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr):
+def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr, WORDS: gl.constexpr,
+               FRAG: gl.constexpr):
     """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-    w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+    w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
     acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
     mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -100,8 +106,8 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr
 
 
 @gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
-                   p_smem, s_smem, ready, empty, n_blocks):
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
+                   WORDS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, n_blocks):
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
@@ -109,10 +115,10 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
     # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
     # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
     for j in range(n_blocks // 2):
-        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
+        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
     if n_blocks % 2 == 1:
-        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
+        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     return (acc,)
 
@@ -131,14 +137,21 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         k = (first_block + i) * BK
         tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        if len(p_smem.type.shape) == 3:  # the base layout's box [BK/8, BN]
+            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        else:  # a box of whole chunks [BK/32, BN, 4] (the frag32 experiment's)
+            tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
         tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
 def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-                 STAGES: gl.constexpr, WORDS: gl.constexpr, num_warps: gl.constexpr):
+                 STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
+    ``p_desc`` loads, [BK/8, BN] words of the base layout or [BK/32, BN, 4] of the frag32 experiment's;
+    PAIRED_ROWS says its rows come in the paired order."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
@@ -149,7 +162,10 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     first_block = pid_k * per_split
     n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
-    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    if len(p_desc.block_type.shape) == 2:
+        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    else:
+        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -157,24 +173,14 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
                            n_blocks, GROUP)),
     ], [1], [LOAD_REGS])
-    # C^T's tile [BN, BM] into C [M, N]
-    ACC: gl.constexpr = acc.type.layout
-    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
-    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
-    column = rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2  # the fragment's paired row order
-    cn = gl.expand_dims(pid_n * BN + column, 1)
-    cm = gl.expand_dims(pid_m * BM + cols, 0)
-    mask = (cm < M) & (cn < N)
-    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    if n_blocks > 0:  # (an empty split adds nothing: the reduction counts the others)
-        slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
+    if n_blocks > 0:  # C^T's tile [BN, BM] into C [M, N] (an empty split adds nothing: the reduction counts the others)
         parts = (blocks + per_split - 1) // per_split
-        store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, pid_m * gl.num_programs(0) + pid_n, pid_k, parts,
-                   SPLIT_K)
+        store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr,
+                   pid_m * gl.num_programs(0) + pid_n, pid_k, parts, SPLIT_K, PAIRED_ROWS)
 
 
 def word_layout(BK: int, num_warps: int):

@@ -31,7 +31,8 @@ Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens 
 so the same form serves decode), BK = 64 or 128 dividing the group size (one scale row per block, folded
 into the fp16 weights as dequantize does). Split-K over whole blocks with the families' deterministic
 reduction; a TMA loader warp; the MMA warps unpack and multiply. TMA zero-fills past M and N; the scales'
-rows need N % 8 == 0.
+rows need N % 8 == 0. The kernel is the rsmma family's (`rsmma_kernel`), launched with this layout's
+fragment builder (`frag32_fragment`), its packed box and natural row order.
 
 The probe first runs each config on mask-edge shapes in a child process with a timeout (a wrong barrier
 phase hangs), checks it at the key against A @ dequantize(W), then times it beside the packaged table's
@@ -45,14 +46,13 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
-from tunesearch.variants.dqmma import store_tile  # noqa: E402
 from tunesearch.variants.layout import PACK, unpack  # noqa: E402
+from tunesearch.variants.rsmma import rsmma_kernel  # noqa: E402
 
 CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
 
@@ -118,7 +118,7 @@ def _codes_ptx(words):
 
 
 @gluon.jit
-def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
+def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
     """W^T [BN, BK] of one block in the wgmma's register-operand layout: frag32 words from shared memory
     (thread t of a quad reads word t, so the codes land where the fragment wants them), scaled."""
     C: gl.constexpr = p_tile.type.shape[0]
@@ -130,97 +130,6 @@ def _fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
     w = gl.convert_layout(gl.reshape(z, [BN, C * 32]), FRAG, assert_trivial=True)  # registers only
     scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))  # straight into the rows' layout
     return w * gl.expand_dims(scale, 1)
-
-
-@gluon.jit
-def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, WORDS: gl.constexpr, FRAG: gl.constexpr):
-    """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
-    STAGES: gl.constexpr = a_smem.type.shape[0]
-    s = i % STAGES
-    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-    w = _fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
-    acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
-    acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-    return acc
-
-
-@gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, WORDS: gl.constexpr, a_smem,
-                   p_smem, s_smem, ready, empty, n_blocks):
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BM, 16])
-    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
-    acc = gl.zeros([BN, BM], gl.float32, ACC)
-    # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
-    # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
-    for j in range(n_blocks // 2):
-        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-    if n_blocks % 2 == 1:
-        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, WORDS, FRAG)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    return (acc,)
-
-
-@gluon.jit
-def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                    n_blocks, group):
-    STAGES: gl.constexpr = a_smem.type.shape[0]
-    BM: gl.constexpr = a_smem.type.shape[1]
-    BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = p_smem.type.shape[2]
-    for i in range(n_blocks):
-        s = i % STAGES
-        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
-        bar = ready.index(s)
-        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        k = (first_block + i) * BK
-        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-        tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
-        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
-
-
-@gluon.jit
-def rs_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn, GROUP: gl.constexpr,
-              BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr,
-              WORDS: gl.constexpr, num_warps: gl.constexpr):
-    BN: gl.constexpr = 16 * num_warps  # 64 columns of W per warp group
-    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    pid_n = gl.program_id(0)
-    pid_k = gl.program_id(1)
-    pid_m = gl.program_id(2)
-    blocks = K // BK
-    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
-    first_block = pid_k * per_split
-    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
-    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
-    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
-    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for j in gl.static_range(STAGES):
-        mbarrier.init(ready.index(j), count=1)
-        mbarrier.init(empty.index(j), count=1)
-    (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
-        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                           n_blocks, GROUP)),
-    ], [1], [24])
-    # C^T's tile [BN, BM] into C [M, N]: directly, or through the families' deterministic split-K
-    # reduction (fp32 partials in the tile's slot per split, summed in split order by the last to arrive)
-    ACC: gl.constexpr = acc.type.layout
-    rows = gl.arange(0, BN, layout=gl.SliceLayout(1, ACC))
-    cols = gl.arange(0, BM, layout=gl.SliceLayout(0, ACC))
-    cn = gl.expand_dims(pid_n * BN + rows, 1)
-    cm = gl.expand_dims(pid_m * BM + cols, 0)
-    mask = (cm < M) & (cn < N)
-    c_ptrs = c_ptr + cm * stride_cm + cn * stride_cn
-    if n_blocks > 0:  # (an empty split adds nothing: the reduction counts the others)
-        slot = gl.expand_dims(rows, 1) * BM + gl.expand_dims(cols, 0)
-        parts = (blocks + per_split - 1) // per_split
-        store_tile(acc, c_ptrs, mask, slot, ws_ptr, lock_ptr, pid_m * gl.num_programs(0) + pid_n, pid_k, parts,
-                   SPLIT_K)
 
 
 def word_layout(BK: int, WG: int):
@@ -260,9 +169,9 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                num_warps=4 * WG, maxnreg=launch_registers(WG))
+                FRAGMENT=frag32_fragment, PAIRED_ROWS=False, num_warps=4 * WG, maxnreg=launch_registers(WG))
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
-    return lambda: rs_kernel[grid](*args, **meta)
+    return lambda: rsmma_kernel[grid](*args, **meta)
 
 
 def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
@@ -271,8 +180,8 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                  num_warps=4 * WG)
-    return gluon_checks.compile_tma_kernel(rs_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
+                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, num_warps=4 * WG)
+    return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
                                            launch_registers(WG))
 
 
