@@ -176,7 +176,7 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
 
     hopper = DeviceLimits(gluon=True)
-    for M in (1, 16, 32, 48, 64, 96, 128, 192, 256, 1024):
+    for M in (1, 16, 17, 24, 32, 48, 64, 96, 128, 192, 256, 1024):
         space = [v for v in variant_space(M, 11008, 4096, 128, hopper) if v.family == "rsmma"]
         assert bool(space) == (RSMMA_M[0] <= M <= RSMMA_M[1])
         for v in space:
@@ -191,6 +191,13 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
     assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
     assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
+    # at M=32 row 56's winners: token tiles of 32, 3-4 CTAs an SM (each where its CTAs share SMs)
+    # (N, K: 11008x4096 is the one with 64 column tiles, whose CTAs share SMs only with 4 splits)
+    assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3"
+    assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk64.sk4.w4.s4.c4"
+    # 32-token tiles stream the weights once per 32 tokens: not offered above M=64
+    assert {v["BM"] for v in variant_space(48, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {32, 64}
+    assert {v["BM"] for v in variant_space(96, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {64, 128}
 
     def error(ident, M=128, N=11008, K=4096, G=128):
         return variant_error(Variant.from_id(ident), M, N, K, G, hopper)
@@ -198,7 +205,8 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert error("rsmma.bm128.bn128.bk64.sk1.w8.s8") is None
     assert "num_warps = BN/16" in error("rsmma.bm128.bn128.bk64.sk1.w4.s8")
     assert "BN must be 64 or 128" in error("rsmma.bm128.bn256.bk64.sk1.w16.s3")
-    assert "64, 128 or 256 tokens" in error("rsmma.bm32.bn128.bk64.sk1.w8.s4", M=32)
+    assert "32, 64, 128 or 256 tokens" in error("rsmma.bm16.bn128.bk64.sk1.w8.s4", M=16)
+    assert error("rsmma.bm32.bn64.bk128.sk2.w4.s4.c3", M=32) is None
     assert "divide the group size" in error("rsmma.bm128.bn128.bk128.sk1.w8.s4", G=64)
     assert "BK=32 must be >= 64" in error("rsmma.bm128.bn128.bk32.sk1.w8.s4")
     assert "num_stages >= 2" in error("rsmma.bm128.bn128.bk64.sk1.w8.s1")

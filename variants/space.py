@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from .rsmma_launch import MMA_REGISTERS, registers_error
+from .rsmma_launch import registers_error
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
 # swap-AB puts M on wgmma's N side. At M=128 it beat the dequantize route (forms_probe, H200:
@@ -29,8 +29,9 @@ DQMMA_M = (64, 256)
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
 # The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
-# at M=48 (row 57) and lost to the gemv and swapab at decode (rows 50-51; at M=32 with BM=64, row 51)
-RSMMA_M = (33, 256)  # from 33: at M=48 its 64-token tiles beat the table's swapab by 18-40% (row 57)
+# at M=48 (64-token tiles, 18-40%, row 57) and M=32 (32-token tiles with 2-4 CTAs an SM, 8-19%, row 56);
+# it tied swapab at M=16 (row 57) and lost to the gemv at decode (rows 50-51)
+RSMMA_M = (17, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -89,7 +90,7 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_launch.MMA_REGISTERS) and rings fit
-    "rsmma": dict(BM=(64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+    "rsmma": dict(BM=(32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -378,14 +379,12 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bn not in (64, 128) or warps != bn // 16:
         return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
-    # the wgmma N could be 8..256; token tiles under 64 are not in the family yet (they lost at M <= 32 with
-    # one CTA an SM, row 51, and won at M=32 with 2-4, row 56: not yet swept nor GPU-tested)
-    if bm not in (64, 128, 256):
-        return f"rsmma's BM is the wgmma N: 64, 128 or 256 tokens, got {bm}"
+    # the wgmma N could be 8..256; token tiles of 16 tied swapab at M=16 (row 57), those of 32 won at M=32
+    # with 2-4 CTAs an SM (row 56)
+    if bm not in (32, 64, 128, 256):
+        return f"rsmma's BM is the wgmma N: 32, 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
-    if p["CTAS"] > 1 and (bn, bm, bk) not in MMA_REGISTERS:
-        return f"no register count is measured for rsmma's BN={bn}, BM={bm}, BK={bk}: CTAS must be 1"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
@@ -428,6 +427,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"{variant.family} is for {lo} <= M <= {hi}, got M={M}"
         if bm > max(64, next_pow2(M)):
             return f"BM={bm} exceeds max(64, next_pow2(M))={max(64, next_pow2(M))}"
+        if bm < 64 and M > 64:  # each token tile streams all of W again (at M=48 already 23.4 vs 20.0 us, row 57)
+            return f"BM={bm} reads the weights {cdiv(M, bm)} times at M={M}"
         if bn > max(64, next_pow2(N)):
             return f"BN={bn} is wider than N={N} needs"
         tiles = cdiv(M, bm) * cdiv(N, bn)
@@ -528,11 +529,14 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for bk in (64, 32):
                 yield dict(BK=bk, BN=128, MB=mb, num_warps=4)
     elif family == "rsmma":
-        # The probes' winners first (rows 50-53). BM is M's tile. Where 64-column tiles outnumber the SMs,
+        # The probes' winners first (rows 50-56). BM is M's tile. Where 64-column tiles outnumber the SMs,
         # two CTAs an SM of them (bm128.bn64.bk64.s4: 27.96 us at 4096x11008 M=128, below the one-CTA
         # tiles' 29.24; pruned where they would not share SMs). Then one warp group where N is small, BK=64
         # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
         # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
+        if M <= 32:  # row 56's winners at M=32: token tiles of 32, 3-4 CTAs an SM
+            for bk, sk, stages, ctas in ((128, 2, 4, 3), (64, 1, 6, 3), (64, 4, 4, 4)):
+                yield dict(BM=32, BN=64, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
         bm = min(256, max(64, mp))
         for bk, stages in ((64, 4), (128, 3)):
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
