@@ -217,13 +217,13 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     assert bytes_ <= got["shared"] <= bytes_ + 1024
 
 
-@pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_launch", fromlist=["x"]).MMA_REGISTERS))
+@pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_registers", fromlist=["x"]).MMA_REGISTERS))
 def test_rsmma_register_table_is_the_fewest_that_fit(tile):
-    # rsmma_launch.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
+    # rsmma_registers.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
     # it). Each entry must compile for sm_90 with no spills and one wgmma in flight, and 8 registers fewer
     # must not: a table too low would launch spilling or serialized kernels, one too high would forbid
     # occupancy that works.
-    from tunesearch.variants.rsmma_launch import MMA_REGISTERS
+    from tunesearch.variants.rsmma_registers import MMA_REGISTERS
 
     bn, bm, bk = tile
     variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
