@@ -126,11 +126,11 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
     assert torch.equal(ptx[:8].double(), exact.double())
 
 
-# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48 and 24:
-# rsmma only, offered from M=17; 24 inside its 32-token tiles too); N = 200 and 520 no multiple of any BN,
-# 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
+# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48, 24 and 5:
+# rsmma only, offered from M=2; 24 and 5 inside its 32- and 16-token tiles); N = 200 and 520 no multiple of
+# any BN, 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
 DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
-                (192, 11008, 4096, 128), (48, 4096, 11008, 128), (24, 4096, 11008, 128)]
+                (192, 11008, 4096, 128), (48, 4096, 11008, 128), (24, 4096, 11008, 128), (5, 1024, 520, 128)]
 
 
 @pytest.mark.gpu
@@ -166,7 +166,7 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
                  for bn in (64, 256)]  # stream-K
         picks += split
     else:  # the narrowest and widest token tiles, one warp group and two, several CTAs an SM where offered
-        picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (32, 64, 256)]
+        picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (16, 32, 64, 256)]
         picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]
         picks += [rng.choice(c) for c in ([v for v in space if v.params["CTAS"] == n] for n in (2, 3, 4)) if c]
     picks += rng.sample(space, min(3, len(space)))

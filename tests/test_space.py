@@ -173,18 +173,19 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
 
 def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     from tunesearch.variants import DeviceLimits
-    from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
+    from tunesearch.variants.space import RSMMA_LEADS_M, RSMMA_M, next_pow2, rsmma_shared_bytes
 
     hopper = DeviceLimits(gluon=True)
-    for M in (1, 16, 17, 24, 32, 48, 64, 96, 128, 192, 256, 1024):
+    for M in (1, 2, 8, 16, 17, 24, 32, 48, 64, 96, 128, 192, 256, 1024):
         space = [v for v in variant_space(M, 11008, 4096, 128, hopper) if v.family == "rsmma"]
         assert bool(space) == (RSMMA_M[0] <= M <= RSMMA_M[1])
         for v in space:
             p = v.params
             assert p["num_warps"] == p["BN"] // 16 and 128 % p["BK"] == 0 and p["BM"] <= max(64, next_pow2(M))
             assert rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + 1024 <= hopper.shared_memory
-        if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-51)
-            assert heuristic_variants(M, 11008, 4096, 128, hopper)[0].family == "rsmma"
+        if space:  # it leads the seeds where it beat the table's picks (rows 50-58), follows swapab below
+            seeds = [v.family for v in heuristic_variants(M, 11008, 4096, 128, hopper)]
+            assert seeds.index("rsmma") == (0 if M >= RSMMA_LEADS_M else 1), (M, seeds)
     # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split
     # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs); two
     # CTAs an SM of 64-column tiles where those outnumber the SMs (row 53), not at BM=256 (its registers)
@@ -195,7 +196,12 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     # (N, K: 11008x4096 is the one with 64 column tiles, whose CTAs share SMs only with 4 splits)
     assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3"
     assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk64.sk4.w4.s4.c4"
-    # 32-token tiles stream the weights once per 32 tokens: not offered above M=64
+    # row 57's best at M=16 first at M <= 16 (after swapab's seed)
+    assert heuristic_variants(16, 11008, 4096, 128, hopper)[1].id == "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4"
+    # a token tile no wider than M needs (16 at least), and at most two of them under 64 tokens: each streams
+    # the weights again (32-token tiles are not offered above M=64, 16-token ones above M=32)
+    assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
+    assert {v["BM"] for v in variant_space(24, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16, 32}
     assert {v["BM"] for v in variant_space(48, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {32, 64}
     assert {v["BM"] for v in variant_space(96, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {64, 128}
 
@@ -205,7 +211,8 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert error("rsmma.bm128.bn128.bk64.sk1.w8.s8") is None
     assert "num_warps = BN/16" in error("rsmma.bm128.bn128.bk64.sk1.w4.s8")
     assert "BN must be 64 or 128" in error("rsmma.bm128.bn256.bk64.sk1.w16.s3")
-    assert "32, 64, 128 or 256 tokens" in error("rsmma.bm16.bn128.bk64.sk1.w8.s4", M=16)
+    assert "16, 32, 64, 128 or 256 tokens" in error("rsmma.bm8.bn128.bk64.sk1.w8.s4", M=8)
+    assert error("rsmma.bm16.bn64.bk128.sk2.w4.s4.c4", M=16) is None
     assert error("rsmma.bm32.bn64.bk128.sk2.w4.s4.c3", M=32) is None
     assert "divide the group size" in error("rsmma.bm128.bn128.bk128.sk1.w8.s4", G=64)
     assert "BK=32 must be >= 64" in error("rsmma.bm128.bn128.bk32.sk1.w8.s4")

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from .rsmma_launch import registers_error
+from .rsmma_registers import registers_error
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
 # swap-AB puts M on wgmma's N side. At M=128 it beat the dequantize route (forms_probe, H200:
@@ -29,9 +29,11 @@ DQMMA_M = (64, 256)
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
 # The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
-# at M=48 (64-token tiles, 18-40%, row 57) and M=32 (32-token tiles with 2-4 CTAs an SM, 8-19%, row 56);
-# it tied swapab at M=16 (row 57) and lost to the gemv at decode (rows 50-51)
-RSMMA_M = (17, 256)
+# at M=48 (64-token tiles, 18-40%, row 57) and M=32 (32-token tiles with 2-4 CTAs an SM, 8-19%, row 56),
+# where it leads the seeds. Below, 16-token tiles tied swapab at M=16 in a probe of four configs (row 57):
+# offered from M=2 for the sweep to decide, after swapab in the seeds. M=1 is the gemv's.
+RSMMA_M = (2, 256)
+RSMMA_LEADS_M = 17
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -89,8 +91,8 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # the probes' winners (rows 50-51): 5-8 stages, one warp group (BN=64) where columns are few. 3 splits
     # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
-    # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_launch.MMA_REGISTERS) and rings fit
-    "rsmma": dict(BM=(32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+    # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_registers.MMA_REGISTERS) and rings fit
+    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -381,8 +383,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
     # the wgmma N could be 8..256; token tiles of 16 tied swapab at M=16 (row 57), those of 32 won at M=32
     # with 2-4 CTAs an SM (row 56)
-    if bm not in (32, 64, 128, 256):
-        return f"rsmma's BM is the wgmma N: 32, 64, 128 or 256 tokens, got {bm}"
+    if bm not in (16, 32, 64, 128, 256):
+        return f"rsmma's BM is the wgmma N: 16, 32, 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
@@ -425,9 +427,12 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         lo, hi = DQMMA_M if variant.family == "dqmma" else RSMMA_M
         if not lo <= M <= hi:
             return f"{variant.family} is for {lo} <= M <= {hi}, got M={M}"
-        if bm > max(64, next_pow2(M)):
-            return f"BM={bm} exceeds max(64, next_pow2(M))={max(64, next_pow2(M))}"
-        if bm < 64 and M > 64:  # each token tile streams all of W again (at M=48 already 23.4 vs 20.0 us, row 57)
+        # dqmma's wgmma takes 64 tokens a warp group; rsmma's token tile is the wgmma N (16 and up)
+        widest = max(64 if variant.family == "dqmma" else 16, next_pow2(M))
+        if bm > widest:
+            return f"BM={bm} exceeds {widest}, the widest token tile M={M} needs"
+        # each token tile streams all of W again (at M=48 two tiles of 32 took 23.4 us, one of 64 20.0, row 57)
+        if bm < 64 and cdiv(M, bm) > 2:
             return f"BM={bm} reads the weights {cdiv(M, bm)} times at M={M}"
         if bn > max(64, next_pow2(N)):
             return f"BN={bn} is wider than N={N} needs"
@@ -534,6 +539,9 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         # tiles' 29.24; pruned where they would not share SMs). Then one warp group where N is small, BK=64
         # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
         # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
+        if M <= 16:  # row 57's best at M=16 (level with swapab): token tiles of 16, 4 CTAs an SM
+            for bk, sk, stages, ctas in ((128, 2, 4, 4), (64, 4, 4, 4), (64, 2, 8, 3)):
+                yield dict(BM=16, BN=64, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
         if M <= 32:  # row 56's winners at M=32: token tiles of 32, 3-4 CTAs an SM
             for bk, sk, stages, ctas in ((128, 2, 4, 3), (64, 1, 6, 3), (64, 4, 4, 4)):
                 yield dict(BM=32, BN=64, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
@@ -575,8 +583,10 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
-    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=48..256 (rows 50-57)
+    if RSMMA_LEADS_M <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=24..256 (rows 50-58)
         order = ("rsmma",) + order
+    elif RSMMA_M[0] <= M:
+        order = order[:1] + ("rsmma",) + order[1:]
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
