@@ -8,7 +8,7 @@
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
 that (28.96 us) with no second copy of the weights: that one is the rsmma family (variants/rsmma.py).
-PLAN holds the last probe (row 57: rsmma at M=16 and 48); the frag32 plans of rows 50-51 are in
+PLAN holds the last probe (row 60: rsmma with 256-column tiles at M=8..64); the frag32 plans of rows 50-51 are in
 commits 3cf0466 and b58f078, their results in benchmarks/results/dqmma_rs*_s20.*.
 
 Row 49 found the dqmma family's two partitions overlapping only in part: its unpack warps write every
@@ -264,15 +264,24 @@ def family_schedule(variant_id: str) -> dict:
 
 
 # (M, K, N) -> frag32 configs (BM, BK, WG, STAGES, SPLIT_K) and rsmma variant ids ("@R": launched with R
-# registers a thread), beside the packaged table's pick. Row 57: rsmma below its range (the family's rules
-# admit M >= 64 and BM >= 64; the probe launches what it is given): token tiles of 16 at M=16 and of 32 or
-# 64 at M=48, 2-4 CTAs an SM, against the table's swapab. Row 56's M=32 plan is in commit 139d56e.
-M16 = ["rsmma.bm16.bn64.bk64.sk1.w4.s6.c4", "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4", "rsmma.bm16.bn64.bk64.sk2.w4.s8.c3",
-       "rsmma.bm16.bn64.bk64.sk4.w4.s4.c4"]
-M48 = ["rsmma.bm64.bn64.bk128.sk1.w4.s4.c2", "rsmma.bm64.bn64.bk64.sk2.w4.s4.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3",
-       "rsmma.bm64.bn64.bk128.sk1.w4.s3.c3"]
-PLAN = {(16, 4096, 11008): M16, (16, 11008, 4096): M16, (16, 4096, 22016): M16,
-        (48, 4096, 11008): M48, (48, 11008, 4096): M48, (48, 4096, 22016): M48}
+# registers a thread), beside the packaged table's pick. Row 60: column tiles of 256 (16 MMA warps, 96
+# registers a thread) at M=8..64. Each CTA reads its token tile of A for every block, and at BN=64 that
+# is 1x (BM=16) to 4x (BM=64) the bytes of W it reads: through L2 the kernel moves 2-5x the packed bytes.
+# BN=256 cuts A's share 4x. (The family's rules admit BN <= 128; the probe launches what it is given.)
+# Row 57's plan (M=16/48 at BN=64) is in commit 0535b78, row 56's (M=32) in 139d56e.
+def _bn256(bm, splits):
+    return [f"rsmma.bm{bm}.bn256.bk128.sk{splits[0]}.w16.s4", f"rsmma.bm{bm}.bn256.bk64.sk{splits[0]}.w16.s6",
+            f"rsmma.bm{bm}.bn256.bk128.sk{splits[1]}.w16.s4"]
+
+
+PLAN = {(8, 4096, 11008): _bn256(16, (4, 2)),
+        (16, 4096, 11008): _bn256(16, (4, 2)), (16, 11008, 4096): _bn256(16, (8, 4)),
+        (16, 4096, 22016): _bn256(16, (2, 1)),
+        (32, 4096, 11008): _bn256(32, (4, 2)) + ["rsmma.bm32.bn128.bk128.sk4.w8.s4"],
+        (32, 11008, 4096): _bn256(32, (8, 4)) + ["rsmma.bm32.bn128.bk128.sk8.w8.s4"],
+        (32, 4096, 22016): _bn256(32, (2, 1)) + ["rsmma.bm32.bn128.bk128.sk2.w8.s4"],
+        (64, 4096, 11008): ["rsmma.bm64.bn256.bk64.sk2.w16.s6", "rsmma.bm64.bn256.bk64.sk4.w16.s6"],
+        (64, 4096, 22016): ["rsmma.bm64.bn256.bk64.sk1.w16.s6", "rsmma.bm64.bn256.bk64.sk2.w16.s6"]}
 FIELDS = ("BM", "BK", "WG", "STAGES", "SPLIT_K")
 # mask edges: M across the token tile (65, 130), N no multiple of BN (200, 520), K of one block a split
 SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
