@@ -165,6 +165,29 @@ def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
     assert set(s2.measured()) == {vid for vid in stored if vid.split(".")[0] in FAMILY_SOURCES}
 
 
+def test_a_changed_kernel_times_its_former_winners_first(tmp_path):
+    """After a kernel change a key is searched again from scratch; the variants that won it with the
+    former code are the likeliest winners still, so they lead the queue, fastest first (of the
+    families searched now, measured ok, not yet timed with this code)."""
+    from tunesearch.search import former_winners
+
+    key = Key("synthetic", 1, 4096, 4096, 128)
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    spread = spread_variants(1, 4096, 4096, 128)
+    winner = spread[2]
+    old = KeySearch(store, Landscape(winner.id), key, code="old", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    old.enqueue(spread)
+    old.run(12, deadline=time.time() + 120)
+    timed = sorted((t for t in store.trials(key) if t.status == "ok"), key=lambda t: t.us)
+    new = KeySearch(store, Landscape(winner.id), key, code="new", gpu_id=1, sweep_id=None, versions={}, seed=1)
+    seeds = former_winners(store, key, new.codes, limit=3)
+    assert [v.id for v in seeds] == [t.variant_id for t in timed[:3]]
+    assert seeds[0] == winner and len(seeds) == 3
+    assert former_winners(store, key, old.codes) == []  # nothing older than the code that timed them
+    only_swapab = {f: c for f, c in new.codes.items() if f == "swapab"}
+    assert {v.family for v in former_winners(store, key, only_swapab, limit=10)} <= {"swapab"}
+
+
 def test_a_sweep_records_every_kernel_hash():
     from types import SimpleNamespace
 

@@ -375,6 +375,24 @@ def initial_queue(neighbours: list[Variant], spread: list[Variant], trials: int,
     return list(dict.fromkeys(neighbours + spread))[:quota]
 
 
+def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4) -> list[Variant]:
+    """The key's fastest variants timed with other code of their family (``codes``: family -> this
+    code), for the families searched now: a kernel change is usually small, so its former winners are
+    worth timing first. (The _s25 -> _s26 rsmma re-sweep, 30 trials a key from scratch, missed two of
+    them by 6-13%: 11008x4096 M=192 40.8 -> 46.2 us, 4096^2 M=96 14.6 -> 16.3.)"""
+    former = [t for t in store.trials(key, status="ok")
+              if t.family in codes and t.code_version != codes[t.family]]
+    seeds: list[Variant] = []
+    for t in sorted(former, key=lambda t: t.us):
+        try:
+            v = Variant.from_id(t.variant_id)
+        except ValueError:
+            continue
+        if v not in seeds:
+            seeds.append(v)
+    return seeds[:limit]
+
+
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
     shapes, this key on another GPU."""

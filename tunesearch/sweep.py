@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
-from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, initial_queue,
-                     key_space, neighbour_seeds)
+from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, former_winners,
+                     initial_queue, key_space, neighbour_seeds)
 
 log = logging.getLogger("tunesearch")
 
@@ -162,7 +162,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
-            search.enqueue(initial_queue(neighbour_seeds(store, key, settings.ms),
+            search.enqueue(initial_queue(former_winners(store, key, search.codes)
+                                         + neighbour_seeds(store, key, settings.ms),
                                          spread_variants(key.m, key.n, key.k, key.group_size, limits),
                                          settings.trials, len(search.space)))
             trials_run += search.run(settings.trials, deadline, compiler,
