@@ -29,11 +29,9 @@ DQMMA_M = (64, 256)
 # on 132 SMs, 67.2 -> 57.5 us; at 86 tiles level, the blocks slow down when every SM computes)
 STREAM_K = 0
 # The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
-# at M=48 (64-token tiles, 18-40%, row 57) and M=32 (32-token tiles with 2-4 CTAs an SM, 8-19%, row 56),
-# where it leads the seeds. Below, 16-token tiles tied swapab at M=16 in a probe of four configs (row 57):
-# offered from M=2 for the sweep to decide, after swapab in the seeds. M=1 is the gemv's.
+# at M=48 (64-token tiles, 18-40%, row 57), M=24..32 (32-token tiles with 2-4 CTAs an SM, row 58) and,
+# with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). M=1 is the gemv's.
 RSMMA_M = (2, 256)
-RSMMA_LEADS_M = 17
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -539,12 +537,15 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         # tiles' 29.24; pruned where they would not share SMs). Then one warp group where N is small, BK=64
         # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
         # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
-        if M <= 16:  # row 57's best at M=16 (level with swapab): token tiles of 16, 4 CTAs an SM
-            for bk, sk, stages, ctas in ((128, 2, 4, 4), (64, 4, 4, 4), (64, 2, 8, 3)):
-                yield dict(BM=16, BN=64, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
-        if M <= 32:  # row 56's winners at M=32: token tiles of 32, 3-4 CTAs an SM
-            for bk, sk, stages, ctas in ((128, 2, 4, 3), (64, 1, 6, 3), (64, 4, 4, 4)):
-                yield dict(BM=32, BN=64, BK=bk, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
+        if M <= 32:  # the _s26/_s27 sweeps' winners at M=2..32 (rows 58, 61): one token tile of 16 or 32,
+            # BN=64, BK=128, the fewest splits that give two CTAs per SM (4096-wide layers 4, 11008 and
+            # 12288 2, 22016 1), 3 CTAs an SM; then 2 and 4 of them, then row 56's BK=64 probe winner
+            bm = 16 if M <= 16 else 32
+            tiles = cdiv(N, 64)
+            fill = next((sk for sk in (1, 2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
+            for sk, stages, ctas in ((fill, 6 if M <= 16 else 4, 3), (fill, 4, 2), (fill, 4, 4)):
+                yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
+            yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
         bm = min(256, max(64, mp))
         for bk, stages in ((64, 4), (128, 3)):
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
@@ -583,10 +584,8 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
-    if RSMMA_LEADS_M <= M <= RSMMA_M[1]:  # it beat every pick of the H200 table at M=24..256 (rows 50-58)
+    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-61)
         order = ("rsmma",) + order
-    elif RSMMA_M[0] <= M:
-        order = order[:1] + ("rsmma",) + order[1:]
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
