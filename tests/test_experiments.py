@@ -217,6 +217,19 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     assert bytes_ <= got["shared"] <= bytes_ + 1024
 
 
+@pytest.mark.parametrize("variant", ["rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "rsmma.bm256.bn64.bk64.sk1.w4.s5"])
+def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(variant):
+    # rsmma_anatomy.py's MMA-only form (the family's kernel with a constant fragment) must time the same
+    # skeleton: as many wgmma, one left in flight, no spills; and it must not read the packed words (the
+    # full form's 8-byte shared loads), or it would not be what it claims to leave out.
+    full = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
+    mma_only = _compiled_offline("rsmma_anatomy.py", "--compile", variant)
+    assert mma_only["wgmma"] == full["wgmma"] and mma_only["waits"] == full["waits"]
+    assert mma_only["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"] and mma_only["local"] == 0
+    assert full["shared_loads"]["LDS.64"] > 0 and mma_only["shared_loads"] < sum(full["shared_loads"].values())
+    assert mma_only["shared_loads"] <= 4  # the scale rows' loads only
+
+
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_registers", fromlist=["x"]).MMA_REGISTERS))
 def test_rsmma_register_table_is_the_fewest_that_fit(tile):
     # rsmma_registers.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
