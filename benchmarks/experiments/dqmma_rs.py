@@ -201,10 +201,10 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
 
 
 def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128,
-                           maxnreg: int | None = None):
+                           **meta_overrides):
     """The rsmma family's kernel for ``variant_id`` compiled for sm_90 without a GPU, with the launch the
-    family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands; at ``maxnreg`` registers a
-    thread when given."""
+    family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands, any of its meta-parameters
+    replaced by ``meta_overrides`` (e.g. ``maxnreg``, or rsmma_anatomy's ``FRAGMENT``)."""
     from tunesearch.variants.api import _rsmma_call
     from tunesearch.variants.space import Variant
 
@@ -213,8 +213,9 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     scales = torch.empty(K // group_size, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
+    meta = meta | meta_overrides
     consts = {name: meta[name] for name in kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], maxnreg or meta["maxnreg"])
+    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
 
 
 def fits_registers(variant_id: str, maxnreg: int) -> dict:
@@ -235,16 +236,14 @@ def fits_registers(variant_id: str, maxnreg: int) -> dict:
     return dict(fits=got["local"] == 0 and in_flight, why=None if in_flight else "every wgmma waited for", **got)
 
 
-def _family_launch(variant, maxnreg=None):
-    """The rsmma family's launch of ``variant`` as gluon_checks takes it, launched with ``maxnreg``
-    registers a thread when given (the family's own count otherwise)."""
+def family_launch(variant, **meta_overrides):
+    """The rsmma family's launch of ``variant`` as gluon_checks takes it, any of its meta-parameters
+    replaced by ``meta_overrides`` (e.g. ``maxnreg``: that many registers a thread, not the family's)."""
     from tunesearch.variants.api import _rsmma_call
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        if maxnreg:
-            meta = meta | dict(maxnreg=maxnreg)
-        return lambda: kernel[grid](*args, **meta)
+        return lambda: kernel[grid](*args, **(meta | meta_overrides))
     return launch
 
 
@@ -317,7 +316,7 @@ def main(out_dir):
         for key in configs:
             if isinstance(key, str):  # the family's launch, its registers a thread as given after "@"
                 ident, _, regs = key.partition("@")
-                launch = _family_launch(Variant.from_id(ident), int(regs) if regs else None)
+                launch = family_launch(Variant.from_id(ident), **({"maxnreg": int(regs)} if regs else {}))
                 try:
                     err = gluon_checks.relative_error_of(launch, inputs)
                     if not err < REL_TOL:

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
+from benchmarks.experiments.dqmma_rs import compile_family_offline, family_launch  # noqa: E402
 
 # (M, K, N): the rows under fp16 in the _s23/_s25 tables, the M=32 row that now uses rsmma, and 4096^2
 KEYS = [(256, 4096, 11008), (128, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096), (192, 4096, 11008),
@@ -40,32 +41,11 @@ def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
     return gl.full([BN, BK], 1.0, gl.float16, FRAG) * gl.expand_dims(scale, 1)
 
 
-def family_launch(variant, mma_only: bool):
-    """``variant``'s launch as the family makes it (api._rsmma_call), or its MMA-only form."""
-    from tunesearch.variants.api import _rsmma_call
-
-    def launch(a, packed, scales, out):
-        kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        if mma_only:
-            meta = meta | dict(FRAGMENT=mma_only_fragment)
-        return lambda: kernel[grid](*args, **meta)
-    return launch
-
-
 def compile_mma_only(variant_id: str) -> dict:
     """The MMA-only form of ``variant_id`` compiled for sm_90 offline: its wgmma waits, registers, spills."""
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
-    from tunesearch.variants import Variant
-    from tunesearch.variants.api import _rsmma_call
 
-    a = torch.empty(128, 4096, dtype=torch.float16)
-    packed = torch.empty(512, 11008, dtype=torch.int32)
-    scales = torch.empty(32, 11008, dtype=torch.float16)
-    out = torch.empty(128, 11008, dtype=torch.float16)
-    kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
-    meta = meta | dict(FRAGMENT=mma_only_fragment)
-    consts = {name: meta[name] for name in kernel.arg_names if name in meta}
-    compiled = gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
+    compiled = compile_family_offline(variant_id, FRAGMENT=mma_only_fragment)
     sass = disassemble(compiled)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
                 shared_loads=sum(op.startswith("LDS") for _, op, _ in sass), **resources(compiled))
@@ -82,14 +62,14 @@ def main(out_dir):
     for M, K, N in KEYS:
         variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us)
-        err = gluon_checks.relative_error_of(family_launch(variant, False), CheckInputs(M, N, K, 128, "cuda"))
+        err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
         row["rel_error"] = err
         ops = Operands(M, N, K, 128, info.l2_bytes)
-        for form, mma_only in (("full", False), ("mma_only", True)):
+        for form, overrides in (("full", {}), ("mma_only", {"FRAGMENT": mma_only_fragment})):
             try:
                 if form == "full" and not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
-                launch = family_launch(variant, mma_only)
+                launch = family_launch(variant, **overrides)
                 row[form] = graph_time([launch(*c) for c in ops.copies], replays=20).us
             except Exception as e:
                 row[form] = f"{type(e).__name__}: {str(e)[:200]}"
