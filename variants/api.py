@@ -132,7 +132,7 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
 def _rsmma_call(p, a, packed, scales, out, group_size: int):
     """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile); with splits
     its workspace holds an fp32 [BN, BM] slot per split of each tile."""
-    from .rsmma import descriptors, fragment, rsmma_kernel, word_layout
+    from .rsmma import ALL_PARTS, descriptors, fragment, rsmma_kernel, word_layout
     from .rsmma_launch import launch_registers
 
     M, N = a.shape[0], packed.shape[1]
@@ -140,8 +140,8 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     grid = (cdiv(N, bn), split_k, cdiv(M, bm))
     args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, grid[0] * grid[2], split_k)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
-                WORDS=word_layout(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, num_warps=warps,
-                maxnreg=launch_registers(warps, p["CTAS"]))
+                WORDS=word_layout(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
+                num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     return rsmma_kernel, grid, args, meta
 
 

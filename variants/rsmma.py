@@ -50,21 +50,29 @@ from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, 
 from .dqmma import store_tile
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
+# PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
+# the kernel without a part (no MMA: the ring is only waited on and freed; no A copy: the wgmma reads the
+# slot's stale activations) to see what holds it (NOTES.md row 63).
+MMA = gl.constexpr(1)  # unpack each block into the fragment and issue its wgmma
+A_COPY = gl.constexpr(2)  # TMA the activations' tile into the ring with the packed weights and scales
+ALL_PARTS = MMA.value | A_COPY.value
 
 
 @gluon.jit
 def _pair_ptx(word, select):
     """Byte t of a packed word (``select`` = t * 0x0101 + 0x4040 copies it to bytes 0 and 2): its two codes,
-    k = 8j + 2t and 8j + 2t + 1, as the fp16 pair q - 8. LOP3 puts each nibble under fp16's 1024 (0x6400),
-    the high one 16x scaled; the FMA undoes both, exactly."""
+    k = 8j + 2t and 8j + 2t + 1, as the fp16 pair q - 8. LOP3 puts the low nibble under fp16's 1024 (0x6400:
+    1024 + q) and the high one, still 16x scaled in bits 4-7, under 64 (0x5400, whose unit in the last
+    place is 1/16: 64 + q); one HADD2 with an immediate pair subtracts 1032 and 72, exactly. (The former
+    FMA by (1, 1/16) needed a register for its multiplier, which ptxas re-made with a MOV before every
+    use at three CTAs an SM: 32 of the ~300 instructions a block.)"""
     return gl.inline_asm_elementwise(
         asm="""{
-        .reg .b32 x, r, mul, add;
-        mov.b32 mul, 0x2C003C00;
-        mov.b32 add, 0xD480E408;
+        .reg .b32 x, r, bias;
+        mov.b32 bias, 0xD480E408;
         prmt.b32 x, $2, 0, $3;
-        lop3.b32 r, x, 0x00F0000F, 0x64006400, 0xEA;
-        fma.rn.f16x2 r, r, mul, add;
+        lop3.b32 r, x, 0x00F0000F, 0x54006400, 0xEA;
+        add.rn.f16x2 r, r, bias;
         mov.b32 {$0, $1}, r;
         }""",
         constraints="=h,=h,r,r", args=[word, select], dtype=(gl.float16, gl.float16), is_pure=True, pack=1)
@@ -107,11 +115,17 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.conste
 
 @gluon.jit
 def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
-                   WORDS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, n_blocks):
+                   WORDS: gl.constexpr, PARTS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, n_blocks):
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
     acc = gl.zeros([BN, BM], gl.float32, ACC)
+    if (PARTS & MMA) == 0:  # anatomy: the ring alone
+        STAGES: gl.constexpr = a_smem.type.shape[0]
+        for i in range(n_blocks):
+            mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+            mbarrier.arrive(empty.index(i % STAGES))
+        return (acc,)
     # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
     # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
     for j in range(n_blocks // 2):
@@ -125,7 +139,7 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 
 @gluon.jit
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                    n_blocks, group):
+                    n_blocks, group, PARTS: gl.constexpr):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -134,9 +148,12 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
         bar = ready.index(s)
-        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         k = (first_block + i) * BK
-        tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        if PARTS & A_COPY:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+        else:
+            mbarrier.expect(bar, p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         if len(p_smem.type.shape) == 3:  # the base layout's box [BK/8, BN]
             tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
         else:  # a box of whole chunks [BK/32, BN, 4] (the frag32 experiment's)
@@ -148,10 +165,10 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
 def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
-                 num_warps: gl.constexpr):
+                 PARTS: gl.constexpr, num_warps: gl.constexpr):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or [BK/32, BN, 4] of the frag32 experiment's;
-    PAIRED_ROWS says its rows come in the paired order."""
+    PAIRED_ROWS says its rows come in the paired order; PARTS is ALL_PARTS but in the anatomy."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     pid_n = gl.program_id(0)
@@ -173,9 +190,10 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, a_smem, p_smem, s_smem, ready, empty, n_blocks)),
+        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, a_smem, p_smem, s_smem, ready, empty,
+                          n_blocks)),
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                           n_blocks, GROUP)),
+                           n_blocks, GROUP, PARTS)),
     ], [1], [LOAD_REGS])
     if n_blocks > 0:  # C^T's tile [BN, BM] into C [M, N] (an empty split adds nothing: the reduction counts the others)
         parts = (blocks + per_split - 1) // per_split

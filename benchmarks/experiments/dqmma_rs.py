@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from tunesearch.variants.layout import PACK, unpack  # noqa: E402
-from tunesearch.variants.rsmma import rsmma_kernel  # noqa: E402
+from tunesearch.variants.rsmma import ALL_PARTS, rsmma_kernel  # noqa: E402
 
 CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
 
@@ -169,7 +169,8 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                FRAGMENT=frag32_fragment, PAIRED_ROWS=False, num_warps=4 * WG, maxnreg=launch_registers(WG))
+                FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, num_warps=4 * WG,
+                maxnreg=launch_registers(WG))
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
 
@@ -180,7 +181,7 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, num_warps=4 * WG)
+                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, num_warps=4 * WG)
     return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
                                            launch_registers(WG))
 

@@ -1,17 +1,21 @@
-"""EXPERIMENT: what holds the rsmma family under cuBLAS fp16 at M=96..256 (NOTES.md row 59).
+"""EXPERIMENT: what holds the rsmma family: under cuBLAS fp16 at M=96..256 (NOTES.md row 59) and over the
+streaming floor at M<=32 (row 63).
 
     python benchmarks/experiments/rsmma_anatomy.py OUT_DIR              (on an sm_90 GPU: time)
     python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID (offline: the MMA-only schedule)
 
-At 4096x11008 M=256 the table's rsmma pick runs ~515 TFLOPS against cuBLAS's ~610 (row 54), and the
-wave count is not it: 4096^2 (one CTA an SM, 128 CTAs) runs the same TFLOPS. So either the unpack, which
-the MMA warps do between their wgmmas, or the wgmma skeleton itself (ring, waits, register operand) is
-the limit. This times each key's table pick as launched, then the same launch with the fragment builder
-swapped (rsmma_kernel's FRAGMENT) for one that reads no packed word and unpacks nothing: a constant
-fragment times the block's scale row (still loaded, as in the family), the MMA-only form. The full form
-is checked against A @ dequantize(W) first; the MMA-only one computes something else by design.
-Reading: MMA-only ~ full -> the skeleton is the limit (ping-pong or deeper pipelining would not help the
-unpack, it is hidden already); MMA-only << full -> the unpack is exposed (more warps, a ping-pong).
+Each key's table pick is timed as launched, then the same launch without a part:
+- mma_only: the fragment builder swapped (rsmma_kernel's FRAGMENT) for one that reads no packed word and
+  unpacks nothing, a constant fragment times the block's scale row;
+- no_a: PARTS without A_COPY, the activations' TMA not issued (the wgmma reads a stale slot): what A's
+  re-reads through L2 cost (row 62's hypothesis);
+- ring: PARTS without MMA, the MMA warps only wait for each slot and free it: the TMA ring streaming the
+  operands, with the split-K reduction of a zero tile;
+- ring_no_a: the ring with the packed weights and scales alone;
+beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
+against A @ dequantize(W) first; the others compute something else by design.
+Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
+and mma_only ~ full -> the wgmma chain; mma_only << full -> the unpack; no_a << full -> A's traffic.
 """
 import json
 import sys
@@ -27,9 +31,9 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from benchmarks.experiments.dqmma_rs import compile_family_offline, family_launch  # noqa: E402
 
-# (M, K, N): the rows under fp16 in the _s23/_s25 tables, the M=32 row that now uses rsmma, and 4096^2
-KEYS = [(256, 4096, 11008), (128, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096), (192, 4096, 11008),
-        (32, 4096, 11008)]
+# (M, K, N): the small-M rows over the floor, then the rows under fp16 (row 59's keys)
+KEYS = [(2, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (16, 4096, 22016), (64, 11008, 4096),
+        (128, 4096, 11008), (256, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096)]
 
 
 @gluon.jit
@@ -52,20 +56,24 @@ def compile_mma_only(variant_id: str) -> dict:
 
 
 def main(out_dir):
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
     from tunesearch.dispatch import Dispatcher, read_table
-    from tunesearch.gpu import gpu_info
+    from tunesearch.gpu import gpu_info, stream_read_floor
+    from tunesearch.variants.rsmma import A_COPY, MMA
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
     for M, K, N in KEYS:
         variant = table.resolve(M, N, K, torch.device("cuda"))
-        row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us)
+        row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
+                   floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
         row["rel_error"] = err
         ops = Operands(M, N, K, 128, info.l2_bytes)
-        for form, overrides in (("full", {}), ("mma_only", {"FRAGMENT": mma_only_fragment})):
+        forms = (("full", {}), ("mma_only", {"FRAGMENT": mma_only_fragment}), ("no_a", {"PARTS": MMA.value}),
+                 ("ring", {"PARTS": A_COPY.value}), ("ring_no_a", {"PARTS": 0}))
+        for form, overrides in forms:
             try:
                 if form == "full" and not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
@@ -77,16 +85,17 @@ def main(out_dir):
         row["tflops_full"] = flops / row["full"] / 1e6 if isinstance(row["full"], float) else None
         row["tflops_fp16"] = flops / row["fp16"] / 1e6
         rows.append(row)
-        print(f"M={M} {K}x{N} {variant.id}: full {row['full']} mma-only {row['mma_only']} fp16 {row['fp16']:.2f}",
-              flush=True)
+        print(f"M={M} {K}x{N} {variant.id}: " + " ".join(f"{name} {row[name]}" for name, _ in forms)
+              + f" floor {row['floor']:.2f} fp16 {row['fp16']:.2f}", flush=True)
         del ops
         with open(f"{out_dir}/rsmma_anatomy.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
-    print(f"{'key':>20} {'variant':>36} {'full':>7} {'mma-only':>8} {'fp16':>7} {'TF full':>7} {'TF fp16':>7}")
+    names = [name for name, _ in forms] + ["floor", "fp16"]
+    print(f"{'key':>17} {'variant':>36} " + " ".join(f"{n:>9}" for n in names) + f" {'TF full':>7} {'TF fp16':>7}")
     for r in rows:
-        f = lambda x: f"{x:7.2f}" if isinstance(x, float) else "   fail"  # noqa: E731
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>20} {r['variant']:>36} {f(r['full'])} {f(r['mma_only']):>8}"
-              f" {f(r['fp16'])} {r['tflops_full'] or 0:7.0f} {r['tflops_fp16']:7.0f}")
+        f = lambda x: f"{x:9.2f}" if isinstance(x, float) else "     fail"  # noqa: E731
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>36} " + " ".join(f(r[n]) for n in names)
+              + f" {r['tflops_full'] or 0:7.0f} {r['tflops_fp16']:7.0f}")
 
 
 if __name__ == "__main__":
