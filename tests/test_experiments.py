@@ -194,7 +194,8 @@ def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
 
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn128.bk64.sk1.w8.s8", "rsmma.bm128.bn128.bk128.sk2.w8.s5",
                                      "rsmma.bm256.bn128.bk128.sk1.w8.s2", "rsmma.bm256.bn64.bk128.sk1.w4.s3",
-                                     "rsmma.bm64.bn64.bk64.sk4.w4.s8"])
+                                     "rsmma.bm64.bn64.bk64.sk4.w4.s8", "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4",
+                                     "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3"])
 def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     # The rsmma family's kernel (variants/rsmma.py) as its launcher builds it, compiled for sm_90 (CI has no
     # GPU; Gluon no interpreter): every wgmma takes W^T from registers, BK/16 a block in each of the loop's
@@ -206,10 +207,17 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     from tunesearch.variants import Variant
     from tunesearch.variants.space import rsmma_shared_bytes
 
+    # Token tiles of 16 and 32 with the registers for it scale each block's fp32 partial (no HMUL2), and wait
+    # for the last partial on either branch of the odd tail: one wait for none more.
+    from tunesearch.variants.rsmma_launch import launch_registers, scale_after
+
     got = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
     p = Variant.from_id(variant).params
+    after = scale_after(p["BN"], p["BM"], p["BK"], launch_registers(p["num_warps"], p["CTAS"]))
+    assert after == (p["BM"] <= 32 and p["CTAS"] == 3)  # the parameters above: both forms
     assert got["wgmma"] == 3 * p["BK"] // 16 and got["register_a"] == got["wgmma"]
-    assert got["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"]
+    assert got["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"] * (2 if after else 1)
+    assert (got["fp16_multiplies"] == 0) == after
     assert got["shared_loads"].get("LDS.64", 0) == 3 * (p["BK"] // 32) * 4
     assert got["tma_loads"] == 3 + (p["BK"] > 64)  # A's 256-byte rows at BK=128 take two boxes
     assert got["local"] == 0
@@ -244,3 +252,21 @@ def test_rsmma_register_table_is_the_fewest_that_fit(tile):
     at_need, below = _compiled_offline("dqmma_rs.py", "--registers", f"{variant}@{need},{need - 8}")
     assert at_need["fits"] and at_need["reg"] <= need, at_need
     assert not below["fits"], below
+
+
+@pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_launch", fromlist=["x"]).SCALE_AFTER_REGISTERS))
+def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile):
+    # rsmma_launch.SCALE_AFTER_REGISTERS decides which launches scale each block's partial after its wgmma
+    # (two partials more in registers). Each entry must compile that form with no spills and one wgmma in
+    # flight, and 8 registers fewer must not: a launch below the count keeps the scaled fragment, which fits
+    # with 8 fewer (the MMA_REGISTERS entry, checked above).
+    from tunesearch.variants.rsmma_launch import SCALE_AFTER_REGISTERS
+    from tunesearch.variants.rsmma_registers import MMA_REGISTERS
+
+    bn, bm, bk = tile
+    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
+    need = SCALE_AFTER_REGISTERS[tile]
+    at_need, below = _compiled_offline("dqmma_rs.py", "--registers-scale-after", f"{variant}@{need},{need - 8}")
+    assert at_need["fits"] and at_need["reg"] <= need, at_need
+    assert not below["fits"], below
+    assert MMA_REGISTERS[tile] <= need - 8  # below the count the launch's scaled form still fits

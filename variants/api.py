@@ -133,7 +133,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile); with splits
     its workspace holds an fp32 [BN, BM] slot per split of each tile."""
     from .rsmma import ALL_PARTS, descriptors, fragment, rsmma_kernel, word_layout
-    from .rsmma_launch import launch_registers
+    from .rsmma_launch import launch_registers, scale_after
 
     M, N = a.shape[0], packed.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
@@ -142,6 +142,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
                 WORDS=word_layout(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
                 num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
+    meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
     return rsmma_kernel, grid, args, meta
 
 

@@ -42,6 +42,7 @@ order), so the experiment runs this kernel's skeleton and epilogue rather than a
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
 compiles it for sm_90 and checks its schedule, the GPU tests check its results.
 """
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -79,10 +80,10 @@ def _pair_ptx(word, select):
 
 
 @gluon.jit
-def fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
-    """W^T [BN, BK] of one block, scaled, in the wgmma's register-operand layout FRAG, its rows in the paired
-    order (fragment row 16w + 8h + g holds column 16w + 2g + h). ``WORDS`` spreads the words
-    [BK/32 chunks, 4 words j, BN, 4 bytes t] as FRAG wants them (``word_layout``)."""
+def fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
+    """W^T [BN, BK] of one block (its codes q - 8, times the scale row if SCALED) in the wgmma's register-
+    operand layout FRAG, its rows in the paired order (fragment row 16w + 8h + g holds column 16w + 2g + h).
+    ``WORDS`` spreads the words [BK/32 chunks, 4 words j, BN, 4 bytes t] as FRAG wants them (``word_layout``)."""
     KW: gl.constexpr = p_tile.type.shape[0]
     BN: gl.constexpr = p_tile.type.shape[1]
     C: gl.constexpr = KW // 4
@@ -92,11 +93,34 @@ def fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
     words, select = gl.broadcast(words, select)
     lo, hi = _pair_ptx(words, select)  # [C, j, BN, t]
     w = gl.reshape(gl.permute(gl.join(lo, hi), [2, 0, 1, 3, 4]), [BN, C * 32])  # k = 32c + 8j + 2t + e
-    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, w.type.layout))
-    w = w * gl.expand_dims(scale, 1)
+    if SCALED:
+        scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, w.type.layout))
+        w = w * gl.expand_dims(scale, 1)
     # columns 16w + 2g + h to fragment rows 16w + 8h + g: a relabelling of what each thread holds
     w = gl.reshape(gl.permute(gl.reshape(w, [BN // 16, 8, 2, C * 32]), [0, 2, 1, 3]), [BN, C * 32])
     return gl.convert_layout(w, FRAG, assert_trivial=True)
+
+
+@triton.constexpr_function
+def _paired_rows_layout(warps):
+    """[w, h, g] (column 16w + 2g + h of a permuted scale row) held as the accumulator holds its row
+    16w + 8h + g: h in a register, g in lane bits 2-4 (lane bits 0-1, a quad, hold the same row), w the warp."""
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 1, 0]], lane_bases=[[0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4]],
+        warp_bases=[[1 << b, 0, 0] for b in range(warps.bit_length() - 1)], block_bases=[], shape=[warps, 2, 8])
+
+
+@gluon.jit
+def _row_scales(s_tile, ROWS: gl.constexpr, PAIRED_ROWS: gl.constexpr):
+    """The block's scale row [BN] as fp32 in ROWS, the accumulator's row layout (paired order if PAIRED_ROWS:
+    row 16w + 8h + g gets column 16w + 2g + h, read through a permuted view of the slot)."""
+    BN: gl.constexpr = s_tile.type.shape[1]
+    if PAIRED_ROWS:
+        scale = s_tile.reshape([BN // 16, 8, 2]).permute((0, 2, 1)).load(_paired_rows_layout(BN // 16))
+        scale = gl.convert_layout(gl.reshape(scale, [BN]), ROWS, assert_trivial=True)
+    else:
+        scale = s_tile.reshape([BN]).load(ROWS)
+    return scale.to(gl.float32)
 
 
 @gluon.jit
@@ -106,7 +130,7 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.conste
     STAGES: gl.constexpr = a_smem.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-    w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+    w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG, True)
     acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
     mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -114,8 +138,31 @@ def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.conste
 
 
 @gluon.jit
+def _mma_block_scaled_after(i, acc, part, prev, prev_scale, a_smem, p_smem, s_smem, ready, empty,
+                            FRAGMENT: gl.constexpr, WORDS: gl.constexpr, FRAG: gl.constexpr,
+                            PAIRED_ROWS: gl.constexpr):
+    """Block i with the scale applied after the MMA: its codes' wgmma into a partial of its own (``part``,
+    whose former block is folded already), then block i-1's partial ``prev``, once done, times its scale
+    row into acc, and its slot freed. Returns acc, block i's partial (in flight) and its scale row, and
+    ``prev`` as the wait gave it back: the next block's wgmma writes over it (passing the value from before
+    the wait would keep it alive, and copying it ahead of the wait made ptxas serialize every wgmma, C7514)."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG, False)
+    scale = _row_scales(s_smem.index(s), gl.SliceLayout(1, acc.type.layout), PAIRED_ROWS)
+    part = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), part, use_acc=False, is_async=True)
+    # block i-1's wgmma done (block i's still in flight: its partial is only read after the next wait)
+    part, prev = warpgroup_mma_wait(num_outstanding=1, deps=(part, prev))
+    acc = acc + prev * gl.expand_dims(prev_scale, 1)
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    return acc, part, scale, prev
+
+
+@gluon.jit
 def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
-                   WORDS: gl.constexpr, PARTS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, n_blocks):
+                   WORDS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, PAIRED_ROWS: gl.constexpr,
+                   a_smem, p_smem, s_smem, ready, empty, n_blocks):
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                   instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
@@ -125,6 +172,32 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
         for i in range(n_blocks):
             mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
             mbarrier.arrive(empty.index(i % STAGES))
+        return (acc,)
+    if SCALE_AFTER:
+        # fp32 partials a block, scaled once done: (q - 8) x A exact in the MMA, then one product by the
+        # scale in fp32, instead of the HMUL2 a weight pair of the scaled fragment
+        SCALES: gl.constexpr = gl.SliceLayout(1, ACC)
+        part_a = gl.zeros([BN, BM], gl.float32, ACC)
+        part_b = gl.zeros([BN, BM], gl.float32, ACC)
+        scale_a = gl.zeros([BN], gl.float32, SCALES)
+        scale_b = gl.zeros([BN], gl.float32, SCALES)
+        for j in range(n_blocks // 2):
+            acc, part_a, scale_a, part_b = _mma_block_scaled_after(2 * j, acc, part_a, part_b, scale_b, a_smem,
+                                                                   p_smem, s_smem, ready, empty, FRAGMENT, WORDS,
+                                                                   FRAG, PAIRED_ROWS)
+            acc, part_b, scale_b, part_a = _mma_block_scaled_after(2 * j + 1, acc, part_b, part_a, scale_a,
+                                                                   a_smem, p_smem, s_smem, ready, empty, FRAGMENT,
+                                                                   WORDS, FRAG, PAIRED_ROWS)
+        # the last block's partial: waited for where it was issued (a copy of one in flight serializes, C7514)
+        if n_blocks % 2 == 1:
+            acc, part_a, scale_a, part_b = _mma_block_scaled_after(n_blocks - 1, acc, part_a, part_b, scale_b,
+                                                                   a_smem, p_smem, s_smem, ready, empty, FRAGMENT,
+                                                                   WORDS, FRAG, PAIRED_ROWS)
+            part_a = warpgroup_mma_wait(num_outstanding=0, deps=(part_a,))
+            acc = acc + part_a * gl.expand_dims(scale_a, 1)
+        else:
+            part_b = warpgroup_mma_wait(num_outstanding=0, deps=(part_b,))
+            acc = acc + part_b * gl.expand_dims(scale_b, 1)
         return (acc,)
     # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
     # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
@@ -165,7 +238,7 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
 def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
-                 PARTS: gl.constexpr, num_warps: gl.constexpr):
+                 PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or [BK/32, BN, 4] of the frag32 experiment's;
     PAIRED_ROWS says its rows come in the paired order; PARTS is ALL_PARTS but in the anatomy."""
@@ -190,8 +263,8 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, a_smem, p_smem, s_smem, ready, empty,
-                          n_blocks)),
+        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, a_smem, p_smem,
+                          s_smem, ready, empty, n_blocks)),
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
                            n_blocks, GROUP, PARTS)),
     ], [1], [LOAD_REGS])

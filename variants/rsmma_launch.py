@@ -19,3 +19,20 @@ MAX_REGISTERS = 232  # the count one CTA launches with when its warps would allo
 def launch_registers(num_warps: int, ctas: int = 1) -> int:
     """maxnreg for ``ctas`` CTAs an SM, each of ``num_warps`` MMA warps and the loader's warp group."""
     return min(MAX_REGISTERS, REGISTER_FILE // (32 * (num_warps + LOADER_WARPS) * ctas) // 8 * 8)
+
+
+# The fewest registers a thread (a multiple of 8) with which the MMA warps of (BN, BM, BK) compile when they
+# scale each block's fp32 partial after its wgmma instead of its fragment before: 8 more than the scaled
+# fragment needs (rsmma_registers.MMA_REGISTERS), for the two partials in flight. Found offline for sm_90
+# (tests/test_experiments.py checks each, and that 8 fewer fail). Only token tiles of 16 and 32: there a
+# partial is 4 or 8 registers and its FFMAs are fewer than the HMUL2s they replace (BM/2 against 32 a block).
+SCALE_AFTER_REGISTERS = {(64, 16, 64): 56, (64, 16, 128): 72, (64, 32, 64): 64, (64, 32, 128): 80,
+                         (128, 16, 64): 64, (128, 16, 128): 88, (128, 32, 64): 72, (128, 32, 128): 96}
+
+
+def scale_after(BN: int, BM: int, BK: int, registers: int) -> bool:
+    """Whether a launch of (BN, BM, BK) with ``registers`` a thread scales each block's partial (one FFMA an
+    accumulator register) rather than its fragment (one HMUL2 a weight pair): where the tile has the
+    registers for it (NOTES.md row 64)."""
+    need = SCALE_AFTER_REGISTERS.get((BN, BM, BK))
+    return need is not None and registers >= need

@@ -4,6 +4,7 @@
     python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K]  (offline: the schedule)
     python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
     python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,...  (offline: does it fit?)
+    python benchmarks/experiments/dqmma_rs.py --registers-scale-after VARIANT_ID@MAXNREG,...  (its scale-after form)
 
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
 34.9 -> 26.3 us) and loses at decode (M=1..32); a kernel reading the base layout as it is keeps most of
@@ -118,9 +119,9 @@ def _codes_ptx(words):
 
 
 @gluon.jit
-def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
+def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
     """W^T [BN, BK] of one block in the wgmma's register-operand layout: frag32 words from shared memory
-    (thread t of a quad reads word t, so the codes land where the fragment wants them), scaled."""
+    (thread t of a quad reads word t, so the codes land where the fragment wants them), scaled if SCALED."""
     C: gl.constexpr = p_tile.type.shape[0]
     BN: gl.constexpr = p_tile.type.shape[1]
     q = _codes_ptx(p_tile.load(WORDS))  # 8 x [C, BN, 4]
@@ -128,8 +129,10 @@ def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
                 gl.join(gl.join(q[2], q[6]), gl.join(q[3], q[7])))  # [C, BN, t, e, i0, i1]
     z = gl.permute(z, [1, 0, 5, 4, 2, 3])  # [BN, C, i1, i0, t, e]: k = 32 c + 16 i1 + 8 i0 + 2 t + e
     w = gl.convert_layout(gl.reshape(z, [BN, C * 32]), FRAG, assert_trivial=True)  # registers only
-    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))  # straight into the rows' layout
-    return w * gl.expand_dims(scale, 1)
+    if SCALED:
+        scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))  # straight into the rows' layout
+        w = w * gl.expand_dims(scale, 1)
+    return w
 
 
 def word_layout(BK: int, WG: int):
@@ -169,7 +172,7 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, num_warps=4 * WG,
+                FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=False, num_warps=4 * WG,
                 maxnreg=launch_registers(WG))
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
@@ -181,7 +184,7 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, num_warps=4 * WG)
+                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=False, num_warps=4 * WG)
     return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
                                            launch_registers(WG))
 
@@ -219,16 +222,22 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
 
 
-def fits_registers(variant_id: str, maxnreg: int) -> dict:
+def fits_registers(variant_id: str, maxnreg: int, scale_after: bool | None = None) -> dict:
     """Whether the rsmma kernel of ``variant_id`` compiles at ``maxnreg`` registers a thread as the family
     needs it: ptxas fits it (it may refuse: "insufficient registers"), with no spills and one wgmma left in
-    flight (short of registers, ptxas may instead wait for every wgmma, C7515)."""
+    flight (short of registers, ptxas may instead wait for every wgmma, C7512/C7515). The kernel is the one a
+    launch with that many registers runs (rsmma_launch.scale_after), or the form ``scale_after`` names."""
     from triton.runtime.errors import PTXASError
 
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from tunesearch.variants.rsmma_launch import scale_after as launch_scales_after
+    from tunesearch.variants.space import Variant
 
+    if scale_after is None:
+        p = Variant.from_id(variant_id).params
+        scale_after = launch_scales_after(p["BN"], p["BM"], p["BK"], maxnreg)
     try:
-        compiled = compile_family_offline(variant_id, maxnreg=maxnreg)
+        compiled = compile_family_offline(variant_id, maxnreg=maxnreg, SCALE_AFTER=scale_after)
     except PTXASError as e:
         return dict(fits=False, why=str(e).split("ptxas fatal")[-1].strip()[:200])
     waits = wgmma_waits(disassemble(compiled))
@@ -258,6 +267,7 @@ def family_schedule(variant_id: str) -> dict:
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
                 waits=wgmma_waits(sass),
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                fp16_multiplies=sum(op.startswith("HMUL2") for _, op, _ in sass),
                 shared_loads={op: sum(o == op for _, o, _ in sass) for op in sorted({o for _, o, _ in sass
                                                                                     if o.startswith("LDS")})},
                 shared=compiled.metadata.shared, **resources(compiled))
@@ -353,9 +363,10 @@ if __name__ == "__main__":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
     elif sys.argv[1] == "--compile-family":
         print(json.dumps(family_schedule(sys.argv[2])))
-    elif sys.argv[1] == "--registers":  # VARIANT_ID@MAXNREG[,MAXNREG...]
+    elif sys.argv[1] in ("--registers", "--registers-scale-after"):  # VARIANT_ID@MAXNREG[,MAXNREG...]
         variant_id, _, regs = sys.argv[2].partition("@")
-        print(json.dumps([fits_registers(variant_id, int(r)) for r in regs.split(",")]))
+        forced = True if sys.argv[1] == "--registers-scale-after" else None
+        print(json.dumps([fits_registers(variant_id, int(r), forced) for r in regs.split(",")]))
     elif sys.argv[1] == "--smoke":
         problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
         print(problem or "ok")

@@ -1,7 +1,7 @@
 """EXPERIMENT: what holds the rsmma family: under cuBLAS fp16 at M=96..256 (NOTES.md row 59) and over the
 streaming floor at M<=32 (row 63).
 
-    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR              (on an sm_90 GPU: time)
+    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M]      (on an sm_90 GPU: time, keys up to MAX_M)
     python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID (offline: the MMA-only schedule)
 
 Each key's table pick is timed as launched, then the same launch without a part:
@@ -12,6 +12,8 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - ring: PARTS without MMA, the MMA warps only wait for each slot and free it: the TMA ring streaming the
   operands, with the split-K reduction of a zero tile;
 - ring_no_a: the ring with the packed weights and scales alone;
+- scaled_fragment: with SCALE_AFTER off, each block's fragment scaled before its wgmma (the family's form
+  but where rsmma_launch.scale_after gives a launch the registers for the partials: row 64's A/B);
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
@@ -32,17 +34,20 @@ from benchmarks.experiments import gluon_checks  # noqa: E402
 from benchmarks.experiments.dqmma_rs import compile_family_offline, family_launch  # noqa: E402
 
 # (M, K, N): the small-M rows over the floor, then the rows under fp16 (row 59's keys)
-KEYS = [(2, 4096, 11008), (16, 4096, 11008), (32, 4096, 11008), (16, 4096, 22016), (64, 11008, 4096),
+KEYS = [(2, 4096, 11008), (8, 11008, 4096), (16, 4096, 11008), (16, 4096, 22016), (16, 4096, 4096),
+        (32, 4096, 11008), (32, 4096, 22016), (32, 11008, 4096), (64, 11008, 4096),
         (128, 4096, 11008), (256, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096)]
 
 
 @gluon.jit
-def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
-    """The block's scale row on a constant fragment: no packed word read, nothing unpacked."""
+def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
+    """A constant fragment (times the block's scale row if SCALED): no packed word read, nothing unpacked."""
     BN: gl.constexpr = p_tile.type.shape[1]
     BK: gl.constexpr = p_tile.type.shape[0] * 8
-    scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))
-    return gl.full([BN, BK], 1.0, gl.float16, FRAG) * gl.expand_dims(scale, 1)
+    w = gl.full([BN, BK], 1.0, gl.float16, FRAG)
+    if SCALED:
+        w = w * gl.expand_dims(s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG)), 1)
+    return w
 
 
 def compile_mma_only(variant_id: str) -> dict:
@@ -55,7 +60,7 @@ def compile_mma_only(variant_id: str) -> dict:
                 shared_loads=sum(op.startswith("LDS") for _, op, _ in sass), **resources(compiled))
 
 
-def main(out_dir):
+def main(out_dir, max_m=4096):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
@@ -64,7 +69,7 @@ def main(out_dir):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for M, K, N in KEYS:
+    for M, K, N in [key for key in KEYS if key[0] <= max_m]:
         variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
@@ -72,7 +77,8 @@ def main(out_dir):
         row["rel_error"] = err
         ops = Operands(M, N, K, 128, info.l2_bytes)
         forms = (("full", {}), ("mma_only", {"FRAGMENT": mma_only_fragment}), ("no_a", {"PARTS": MMA.value}),
-                 ("ring", {"PARTS": A_COPY.value}), ("ring_no_a", {"PARTS": 0}))
+                 ("ring", {"PARTS": A_COPY.value}), ("ring_no_a", {"PARTS": 0}),
+                 ("scaled_fragment", {"SCALE_AFTER": False}))
         for form, overrides in forms:
             try:
                 if form == "full" and not err < REL_TOL:
@@ -102,4 +108,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(compile_mma_only(sys.argv[2])))
     else:
-        main(sys.argv[1])
+        main(sys.argv[1], *map(int, sys.argv[2:3]))
