@@ -192,11 +192,11 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
     assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
     assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
-    # at M <= 32 the sweeps' winners (rows 58, 61): one token tile of 16 or 32, BK=128, 3 CTAs an SM, the
-    # fewest splits giving two CTAs per SM: 172 column tiles of 64 (N=11008) take 2, 64 (N=4096) take 4,
-    # 344 (N=22016) one
-    assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3"
-    assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk4.w4.s4.c3"
+    # at M <= 32 the sweeps' winners (rows 58, 61, 64): one token tile of 16 or 32, BK=128, 3 CTAs an SM, 6
+    # stages, the fewest splits giving two CTAs per SM: 172 column tiles of 64 (N=11008) take 2, 64 (N=4096)
+    # take 4, 344 (N=22016) one
+    assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s6.c3"
+    assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk4.w4.s6.c3"
     assert heuristic_variants(8, 22016, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk1.w4.s6.c3"
     assert heuristic_variants(16, 11008, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3"
     # a token tile no wider than M needs (16 at least), and at most two of them under 64 tokens: each streams

@@ -538,13 +538,14 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         # tiles' 29.24; pruned where they would not share SMs). Then one warp group where N is small, BK=64
         # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
         # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
-        if M <= 32:  # the _s26/_s27 sweeps' winners at M=2..32 (rows 58, 61): one token tile of 16 or 32,
-            # BN=64, BK=128, the fewest splits that give two CTAs per SM (4096-wide layers 4, 11008 and
-            # 12288 2, 22016 1), 3 CTAs an SM; then 2 and 4 of them, then row 56's BK=64 probe winner
+        if M <= 32:  # the _s26-_s28 sweeps' winners at M=2..32 (rows 58, 61, 64): one token tile of 16 or
+            # 32, BN=64, BK=128, the fewest splits that give two CTAs per SM (4096-wide layers 4, 11008 and
+            # 12288 2, 22016 1), 3 CTAs an SM (where the partials are scaled after the MMA, row 64) with 6
+            # stages; then 2 and 4 of them, then row 56's BK=64 probe winner
             bm = 16 if M <= 16 else 32
             tiles = cdiv(N, 64)
             fill = next((sk for sk in (1, 2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
-            for sk, stages, ctas in ((fill, 6 if M <= 16 else 4, 3), (fill, 4, 2), (fill, 4, 4)):
+            for sk, stages, ctas in ((fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
                 yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
             yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
         bm = min(256, max(64, mp))
