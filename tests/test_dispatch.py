@@ -183,3 +183,18 @@ def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, 
     monkeypatch.setattr(DeviceLimits, "of", classmethod(
         lambda cls, device=None: real_of(device) if device is None or isinstance(device, cls) else cls(gluon=True)))
     assert load_dispatch(path, group_size=64).resolve(64, 72, 256, torch.device("cpu")).family == "dqmma"
+
+
+def test_packaged_tables_were_timed_with_this_trees_kernels():
+    # Each bucket records the kernel code its trial was timed with (search.family_code: the family's own
+    # sources' hash, or the Triton families'). A kernel source edited after the sweep (a docstring too:
+    # the hash is of the bytes) would ship timings of other code as this code's, and `export
+    # --current-code-only` would drop those buckets: re-sweep the family, or leave its sources as they were.
+    from tunesearch.dispatch import packaged_tables
+    from tunesearch.search import code_version, family_code
+
+    stale = [(gpu, shape, b["m_max"], b["variant"]["id"], b["code"])
+             for gpu, entry in packaged_tables()["gpus"].items()
+             for shape, table in entry["shapes"].items() for b in table["buckets"]
+             if b["code"] != family_code(b["variant"]["family"], code_version())]
+    assert not stale, stale[:5]
