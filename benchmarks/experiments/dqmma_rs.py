@@ -1,7 +1,7 @@
 """EXPERIMENT: the W4A16 GEMM with the weights as the wgmma's register operand (NOTES.md row 50).
 
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
-    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K]  (offline: the schedule)
+    python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K[,SCALE_AFTER]]  (offline: the schedule)
     python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
     python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,...  (offline: does it fit?)
     python benchmarks/experiments/dqmma_rs.py --registers-scale-after VARIANT_ID@MAXNREG,...  (its scale-after form)
@@ -178,23 +178,28 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     return lambda: rsmma_kernel[grid](*args, **meta)
 
 
-def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
-    """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands)."""
+def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0, group_size=128):
+    """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands); SCALE_AFTER
+    scales each block's partial (rows in natural order: rsmma_kernel's other branch of `_row_scales`). That
+    form serializes every wgmma as the code stands (C7514: at the loop's back-edge the in-flight partial is
+    copied into the loop-carried registers; the family's paired-row form compiles without the copy, all 90
+    of its scale-after configs checked offline, NOTES.md row 64): to mend before frag32 ships with it."""
     a = torch.empty(BM, 4096, dtype=torch.float16)
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, WORDS=word_layout(BK, WG),
-                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=False, num_warps=4 * WG)
+                  FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=bool(SCALE_AFTER),
+                  num_warps=4 * WG)
     return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
                                            launch_registers(WG))
 
 
-def schedule(BM, BK, WG, STAGES, SPLIT_K=1) -> dict:
+def schedule(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0) -> dict:
     """What the compiled kernel holds (sm_90, offline): wgmma (and whether their A operand is registers),
     their waits, TMA loads, shared stores, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
 
-    compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K)
+    compiled = compile_offline(BM, BK, WG, STAGES, SPLIT_K, SCALE_AFTER)
     sass = disassemble(compiled)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
