@@ -14,6 +14,9 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - ring_no_a: the ring with the packed weights and scales alone;
 - scaled_fragment: with SCALE_AFTER off, each block's fragment scaled before its wgmma (the family's form
   but where rsmma_launch.scale_after gives a launch the registers for the partials: row 64's A/B);
+- one_split, ring_one_split: the variant with SPLIT_K=1 (no reduction at the end, half or a quarter the
+  CTAs, each over all of K), whole and as the ring alone: what the splits' reduction and their extra CTAs
+  are worth where the ring runs over the floor (row 64: 2.3-2.5 us with 2 or 4 splits, ~0 with one);
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
@@ -64,6 +67,7 @@ def main(out_dir, max_m=4096):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
+    from tunesearch.variants import Variant
     from tunesearch.variants.rsmma import A_COPY, MMA
 
     info = gpu_info(0)
@@ -76,14 +80,16 @@ def main(out_dir, max_m=4096):
         err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
         row["rel_error"] = err
         ops = Operands(M, N, K, 128, info.l2_bytes)
-        forms = (("full", {}), ("mma_only", {"FRAGMENT": mma_only_fragment}), ("no_a", {"PARTS": MMA.value}),
-                 ("ring", {"PARTS": A_COPY.value}), ("ring_no_a", {"PARTS": 0}),
-                 ("scaled_fragment", {"SCALE_AFTER": False}))
-        for form, overrides in forms:
+        one_split = Variant(variant.family, {**variant.params, "SPLIT_K": 1})
+        forms = (("full", variant, {}), ("mma_only", variant, {"FRAGMENT": mma_only_fragment}),
+                 ("no_a", variant, {"PARTS": MMA.value}), ("ring", variant, {"PARTS": A_COPY.value}),
+                 ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
+                 ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}))
+        for form, launched, overrides in forms:
             try:
                 if form == "full" and not err < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {err:.3g}")
-                launch = family_launch(variant, **overrides)
+                launch = family_launch(launched, **overrides)
                 row[form] = graph_time([launch(*c) for c in ops.copies], replays=20).us
             except Exception as e:
                 row[form] = f"{type(e).__name__}: {str(e)[:200]}"
@@ -91,12 +97,12 @@ def main(out_dir, max_m=4096):
         row["tflops_full"] = flops / row["full"] / 1e6 if isinstance(row["full"], float) else None
         row["tflops_fp16"] = flops / row["fp16"] / 1e6
         rows.append(row)
-        print(f"M={M} {K}x{N} {variant.id}: " + " ".join(f"{name} {row[name]}" for name, _ in forms)
+        print(f"M={M} {K}x{N} {variant.id}: " + " ".join(f"{name} {row[name]}" for name, _, _ in forms)
               + f" floor {row['floor']:.2f} fp16 {row['fp16']:.2f}", flush=True)
         del ops
         with open(f"{out_dir}/rsmma_anatomy.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
-    names = [name for name, _ in forms] + ["floor", "fp16"]
+    names = [name for name, _, _ in forms] + ["floor", "fp16"]
     print(f"{'key':>17} {'variant':>36} " + " ".join(f"{n:>9}" for n in names) + f" {'TF full':>7} {'TF fp16':>7}")
     for r in rows:
         f = lambda x: f"{x:9.2f}" if isinstance(x, float) else "     fail"  # noqa: E731
