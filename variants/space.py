@@ -30,8 +30,8 @@ DQMMA_M = (64, 256)
 STREAM_K = 0
 # The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
 # at M=48 (64-token tiles, 18-40%, row 57), M=24..32 (32-token tiles with 2-4 CTAs an SM, row 58) and,
-# with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). Offered at M=1 too since its 16-token tiles
-# run M=2..16 in about the gemv's M=1 time (row 64); the gemv still leads the seeds there.
+# with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). At M=1 it took 11008x4096 and 4096x22016
+# from the gemv (by 6%), the gemv kept the other three (by 0.4-6%; row 64): it follows the gemv in the seeds.
 RSMMA_M = (1, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
@@ -586,10 +586,9 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("swapab", "dqmma", "gemm", "splitk", "dequant", "dqchunk")
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
-    if M > 1 and RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256
-        order = ("rsmma",) + order  # (rows 50-61)
-    elif RSMMA_M[0] <= M <= RSMMA_M[1]:
-        order = order[:1] + ("rsmma",) + order[1:]
+    if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-64),
+        at = 1 if M == 1 else 0  # and 2 of 5 shapes at M=1: after the gemv there
+        order = order[:at] + ("rsmma",) + order[at:]
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
