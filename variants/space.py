@@ -31,7 +31,7 @@ STREAM_K = 0
 # The register-operand Gluon GEMM (variants/rsmma.py) beat dqmma's picks at M=64..256 on the H200, swapab's
 # at M=48 (64-token tiles, 18-40%, row 57), M=24..32 (32-token tiles with 2-4 CTAs an SM, row 58) and,
 # with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). At M=1 it took 11008x4096 and 4096x22016
-# from the gemv (by 6%), the gemv kept the other three (by 0.4-6%; row 64): it follows the gemv in the seeds.
+# from the gemv (by 5-7%), the gemv kept the other three (by 0.4-6%; row 64): it follows the gemv in the seeds.
 RSMMA_M = (1, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
