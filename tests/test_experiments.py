@@ -238,6 +238,16 @@ def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(var
     assert mma_only["shared_loads"] <= 4  # the scale rows' loads only
 
 
+def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
+    """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py compiles, fits at ``need``
+    registers a thread (no spills, one wgmma in flight) and not at 8 fewer."""
+    bn, bm, bk = tile
+    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
+    at_need, below = _compiled_offline("dqmma_rs.py", flag, f"{variant}@{need},{need - 8}")
+    assert at_need["fits"] and at_need["reg"] <= need, at_need
+    assert not below["fits"], below
+
+
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_registers", fromlist=["x"]).MMA_REGISTERS))
 def test_rsmma_register_table_is_the_fewest_that_fit(tile):
     # rsmma_registers.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
@@ -246,12 +256,7 @@ def test_rsmma_register_table_is_the_fewest_that_fit(tile):
     # occupancy that works.
     from tunesearch.variants.rsmma_registers import MMA_REGISTERS
 
-    bn, bm, bk = tile
-    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
-    need = MMA_REGISTERS[tile]
-    at_need, below = _compiled_offline("dqmma_rs.py", "--registers", f"{variant}@{need},{need - 8}")
-    assert at_need["fits"] and at_need["reg"] <= need, at_need
-    assert not below["fits"], below
+    _assert_fewest_registers_that_fit("--registers", tile, MMA_REGISTERS[tile])
 
 
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_launch", fromlist=["x"]).SCALE_AFTER_REGISTERS))
@@ -263,10 +268,6 @@ def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile):
     from tunesearch.variants.rsmma_launch import SCALE_AFTER_REGISTERS
     from tunesearch.variants.rsmma_registers import MMA_REGISTERS
 
-    bn, bm, bk = tile
-    variant = f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk2.w{bn // 16}.s3"
     need = SCALE_AFTER_REGISTERS[tile]
-    at_need, below = _compiled_offline("dqmma_rs.py", "--registers-scale-after", f"{variant}@{need},{need - 8}")
-    assert at_need["fits"] and at_need["reg"] <= need, at_need
-    assert not below["fits"], below
+    _assert_fewest_registers_that_fit("--registers-scale-after", tile, need)
     assert MMA_REGISTERS[tile] <= need - 8  # below the count the launch's scaled form still fits
