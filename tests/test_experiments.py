@@ -195,12 +195,14 @@ def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn128.bk64.sk1.w8.s8", "rsmma.bm128.bn128.bk128.sk2.w8.s5",
                                      "rsmma.bm256.bn128.bk128.sk1.w8.s2", "rsmma.bm256.bn64.bk128.sk1.w4.s3",
                                      "rsmma.bm64.bn64.bk64.sk4.w4.s8", "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4",
-                                     "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3"])
+                                     "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3",
+                                     "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2"])
 def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     # The rsmma family's kernel (variants/rsmma.py) as its launcher builds it, compiled for sm_90 (CI has no
     # GPU; Gluon no interpreter): every wgmma takes W^T from registers, BK/16 a block in each of the loop's
     # three copies (two blocks a trip and the odd tail), each followed by a wait that leaves one in flight
-    # and one wait for none at the end; the packed words read 8 bytes a load (a thread's two columns
+    # and one wait for none at the end of each tile segment (stream-K's too: sk0, its loop per segment); the
+    # packed words read 8 bytes a load (a thread's two columns
     # adjacent: BK/32 chunks x 4 words a block, 3 blocks); no spills even at the widest tiles (BM=256 with
     # BK=128 at 8 and at 4 warps, which the family admits with no register rule); and shared memory
     # within what the family's validity rule counts (its figure + 1024).

@@ -161,11 +161,11 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
     picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == family]
     split = [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
     picks += split
+    # stream-K (SPLIT_K=0) at the narrowest and widest column tiles
+    picks += [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
+              for bn in ((64, 256) if family == "dqmma" else (64, 128))]
     if family == "dqmma":
         picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
-        split = [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
-                 for bn in (64, 256)]  # stream-K
-        picks += split
     else:  # the narrowest and widest token tiles, one warp group and two, several CTAs an SM where offered
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (16, 32, 64, 256)]
         picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]

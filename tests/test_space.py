@@ -186,19 +186,20 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
         if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-61)
             seeds = [v.family for v in heuristic_variants(M, 11008, 4096, 128, hopper)]
             assert seeds.index("rsmma") == (1 if M == 1 else 0)  # but after the gemv at M=1
-    # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split
-    # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs); two
-    # CTAs an SM of 64-column tiles where those outnumber the SMs (row 53), not at BM=256 (its registers)
-    assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
-    assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
+    # the seeds (one a family): two CTAs an SM of 64-column tiles as stream-K where its blocks outnumber
+    # the SMs (row 65's prediction; its split-K twin was row 53's winner), and where 64 column tiles of
+    # 256 tokens have too few registers for two, the probes' winner (one warp group, two splits)
+    assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2"
+    assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2"
     assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
-    # at M <= 32 the sweeps' winners (rows 58, 61, 64): one token tile of 16 or 32, BK=128, 3 CTAs an SM, 6
-    # stages, the fewest splits giving two CTAs per SM: 172 column tiles of 64 (N=11008) take 2, 64 (N=4096)
-    # take 4, 344 (N=22016) one
-    assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s6.c3"
-    assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk4.w4.s6.c3"
-    assert heuristic_variants(8, 22016, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk1.w4.s6.c3"
-    assert heuristic_variants(16, 11008, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3"
+    assert heuristic_variants(256, 4096, 4096, 128, hopper)[0].id == "rsmma.bm256.bn64.bk64.sk2.w4.s6"
+    # at M <= 32 the sweeps' winning tile (rows 58, 61, 64): one token tile of 16 or 32, BK=128, 3 CTAs an SM,
+    # 6 stages, as stream-K (row 65)
+    assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk0.w4.s6.c3"
+    assert heuristic_variants(8, 22016, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3"
+    # its split-K twin (the fewest splits giving two CTAs per SM: 2 for 172 column tiles of 64) in the space too
+    variants = {v.id for v in variant_space(16, 11008, 4096, 128, hopper)}
+    assert {"rsmma.bm16.bn64.bk128.sk2.w4.s6.c3", "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3"} <= variants
     # a token tile no wider than M needs (16 at least), and at most two of them under 64 tokens: each streams
     # the weights again (32-token tiles are not offered above M=64, 16-token ones above M=32)
     assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
@@ -228,6 +229,14 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert "leaves 80 registers" in error("rsmma.bm128.bn64.bk64.sk1.w4.s4.c3")
     assert "need 160" in error("rsmma.bm256.bn64.bk64.sk1.w4.s4.c2", M=256)
     assert error("rsmma.bm64.bn64.bk64.sk1.w4.s3.c4", M=64) is None
+    # stream-K: its CTAs are as many as run at once, so several an SM count whenever the blocks outnumber
+    # the SMs (64 column tiles of 32 blocks at M=16: 2048), not only where the tiles do
+    def pruned(ident, M, N, K):
+        return variant_error(Variant.from_id(ident), M, N, K, 128, hopper, prune=True)
+
+    assert pruned("rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", 16, 4096, 4096) is None
+    assert "only takes registers" in pruned("rsmma.bm16.bn64.bk128.sk1.w4.s6.c3", 16, 4096, 4096)
+    assert "only takes registers" in pruned("rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", 16, 128, 256)
     assert "need 80" in error("rsmma.bm64.bn64.bk128.sk1.w4.s3.c4", M=64)
     assert error("rsmma.bm64.bn128.bk64.sk1.w8.s3.c2", M=64) is None
     assert "need 96" in error("rsmma.bm64.bn128.bk128.sk1.w8.s3.c2", M=64)
@@ -298,21 +307,24 @@ def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, 
     assert r.exit_code == 1 and "none of them runs on GPU X" in r.output
 
 
-def test_dqmma_stream_k_grid_bounds_every_tiles_partials():
+def test_gluon_stream_k_grid_bounds_every_tiles_partials():
     """SPLIT_K=0 (stream-K): CTA c takes units [c U // P, (c + 1) U // P) of the line of (tile, block)
     units. The kernel finds a unit's CTA as ((u + 1) P - 1) // U and a tile's contributors as the CTAs
-    of its first and last unit; the workspace holds ``dqmma_grid``'s count of partials per tile. Checked
+    of its first and last unit; the workspace holds ``gluon_grid``'s count of partials per tile. Checked
     here against the ranges themselves on shapes with 1 to ~10 contributors per tile."""
     from tunesearch.variants import DeviceLimits
-    from tunesearch.variants.space import STREAM_K, dqmma_grid
+    from tunesearch.variants.space import STREAM_K, gluon_grid
 
     assert Variant.from_id("dqmma.bm128.bn128.bk128.sk0.w8.s4").params["SPLIT_K"] == STREAM_K
     with pytest.raises(ValueError, match=">= 1"):
-        Variant.from_id("splitk.bm16.bn64.bk64.sk0.w4.s3")  # only dqmma knows stream-K
+        Variant.from_id("splitk.bm16.bn64.bk64.sk0.w4.s3")  # only the Gluon families know stream-K
+    assert Variant.from_id("rsmma.bm16.bn64.bk128.sk0.w4.s6.c3").params["SPLIT_K"] == STREAM_K
     for M, N, K, bm, bn, bk, sms in [(128, 11008, 4096, 128, 128, 128, 132), (64, 4096, 4096, 64, 128, 128, 132),
                                      (65, 200, 512, 64, 64, 64, 132), (256, 22016, 4096, 128, 256, 64, 132),
-                                     (130, 4160, 1024, 128, 64, 64, 7), (64, 64, 128, 64, 64, 64, 132)]:
-        grid, parts = dqmma_grid(M, N, K, bm, bn, bk, STREAM_K, sms)
+                                     (130, 4160, 1024, 128, 64, 64, 7), (64, 64, 128, 64, 64, 64, 132),
+                                     # rsmma's: 16-token tiles, 3 CTAs an SM (396 at once, 5 to 14 blocks each)
+                                     (16, 11008, 4096, 16, 64, 128, 396), (1, 4096, 4096, 16, 64, 128, 396)]:
+        grid, parts = gluon_grid(M, N, K, bm, bn, bk, STREAM_K, sms)
         blocks = K // bk
         units = -(-M // bm) * -(-N // bn) * blocks
         ctas = grid[0]
@@ -322,6 +334,6 @@ def test_dqmma_stream_k_grid_bounds_every_tiles_partials():
         assert all(((u + 1) * ctas - 1) // units == owner[u] for u in range(units))
         most = max(owner[t * blocks + blocks - 1] - owner[t * blocks] + 1 for t in range(units // blocks))
         assert most <= parts <= most + 1, (M, N, K, most, parts)
-    assert dqmma_grid(128, 11008, 4096, 128, 128, 128, 2, 132) == ((86, 2, 1), 2)
+    assert gluon_grid(128, 11008, 4096, 128, 128, 128, 2, 132) == ((86, 2, 1), 2)
     hopper = DeviceLimits(gluon=True)
     assert variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk0.w8.s4"), 128, 11008, 4096, 128, hopper) is None

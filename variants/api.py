@@ -11,7 +11,7 @@ from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize
 from .swapab import swapab_kernel
-from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, dqmma_grid,
+from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, gluon_grid,
                     interpreting, variant_error)
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
@@ -111,14 +111,14 @@ def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, 
 
 def _dqmma_call(p, a, packed, scales, out, group_size: int):
     """dqmma's kernel, grid, arguments and meta: its workspace holds fp32 [BM, BN] partial tiles, as
-    many slots per tile as one tile gathers (``dqmma_grid``); the TMA descriptors hold the base
+    many slots per tile as one tile gathers (``gluon_grid``); the TMA descriptors hold the base
     addresses, so they are built per call (make_launcher leaves dqmma generic)."""
     from .dqmma import descriptors, dqmma_kernel, launch_registers
 
     M, K = a.shape
     N = packed.shape[1]
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
-    grid, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
+    grid, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
     args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
     # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
     # that N=256's wgmma needs fit the SM at launch
@@ -130,16 +130,17 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
 
 
 def _rsmma_call(p, a, packed, scales, out, group_size: int):
-    """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile); with splits
-    its workspace holds an fp32 [BN, BM] slot per split of each tile."""
+    """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile), or stream-K's
+    CTAs (CTAS an SM); where tiles are split its workspace holds an fp32 [BN, BM] slot per part of each."""
     from .rsmma import ALL_PARTS, descriptors, fragment, rsmma_kernel, word_layout
     from .rsmma_launch import launch_registers, scale_after
 
-    M, N = a.shape[0], packed.shape[1]
+    M, K = a.shape
+    N = packed.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
-    grid = (cdiv(N, bn), split_k, cdiv(M, bm))
-    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, grid[0] * grid[2], split_k)
-    meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, STAGES=p["num_stages"],
+    grid, parts = gluon_grid(M, N, K, bm, bn, bk, split_k, p["CTAS"] * _sm_count(a.device))
+    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
+    meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=word_layout(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
                 num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])

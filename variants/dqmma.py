@@ -150,12 +150,18 @@ def _first_cta(u, units, ctas):
 
 @gluon.jit
 def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n, units, ctas,
-                   SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr):
+                   SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr, TRANSPOSED: gl.constexpr = False,
+                   PAIRED_ROWS: gl.constexpr = False):
     """C's tile for the segment of blocks that ends at unit u: fp16 when this CTA computed the whole tile,
     else the deterministic reduction: each contributor stores its fp32 partial in the tile's slot of its
-    rank, and the last to arrive sums the slots in rank order."""
-    BM: gl.constexpr = acc.type.shape[0]
-    BN: gl.constexpr = acc.type.shape[1]
+    rank, and the last to arrive sums the slots in rank order. TRANSPOSED: acc is rsmma's C^T tile
+    [BN, BM] (its rows in the paired order if PAIRED_ROWS)."""
+    if TRANSPOSED:
+        BN: gl.constexpr = acc.type.shape[0]
+        BM: gl.constexpr = acc.type.shape[1]
+    else:
+        BM: gl.constexpr = acc.type.shape[0]
+        BN: gl.constexpr = acc.type.shape[1]
     pid_n, pid_m, kb = _unit(u, blocks, tiles_n)
     tile = u // blocks
     if SPLIT_K == 0:  # stream-K: the CTAs whose ranges meet the tile's, in order
@@ -166,8 +172,12 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         rank = gl.program_id(1)
         parts = (blocks + per_split - 1) // per_split
-    store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank, parts,
-               MAX_PARTS, False)
+    if TRANSPOSED:
+        store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, tile, rank,
+                   parts, MAX_PARTS, PAIRED_ROWS)
+    else:
+        store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank,
+                   parts, MAX_PARTS, False)
 
 
 @gluon.jit

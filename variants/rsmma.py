@@ -1,4 +1,4 @@
-"""The rsmma family: W4A16 GEMM with the weights as the wgmma's register operand (Gluon, Hopper), M = 17..256.
+"""The rsmma family: W4A16 GEMM with the weights as the wgmma's register operand (Gluon, Hopper), M = 1..256.
 
 dqmma's unpack warps write every fp16 weight to shared memory for its MMA warps to read, and the two
 partitions overlap only in part (NOTES.md row 49). Here the product is taken transposed,
@@ -24,12 +24,16 @@ serves both; C^T's rows come out in that order and the epilogue writes each to i
 repacked layout made for the fragment, which would need a second copy of the weights.)
 
 Tile: BN = 16 x num_warps columns of W (64 or 128: the wgmma M, 64 a warp group), BM tokens (the wgmma
-N: 32 to 256), BK = 64 or 128 dividing the group size (one scale row per block, folded into the fp16 weights as
-dequantize does: (q - 8) exact in fp16, then one rounding by the scale). Split-K over whole blocks with
-the Triton families' deterministic reduction (fp32 partials in the tile's slot per split, summed in split
-order by the last to arrive). TMA zero-fills rows past M and N and needs A, packed and scales with unit
-column stride, 16-byte aligned base and rows (the launcher copies otherwise; N a multiple of 8). C may
-have any strides.
+N: 16 to 256), BK = 64 or 128 dividing the group size (one scale row per block). The scale is folded into
+the fp16 weights as dequantize does ((q - 8) exact in fp16, then one rounding by the scale), or, for 16-
+and 32-token tiles with the registers for it (SCALE_AFTER, rsmma_launch.scale_after, NOTES.md row 64),
+applied to each block's fp32 partial after its wgmma: BM/2 FFMA a block instead of 32 HMUL2.
+Split-K over whole blocks with the Triton families' deterministic reduction (fp32 partials in the tile's
+slot per split, summed in split order by the last to arrive), or stream-K (SPLIT_K=0, row 65): as many
+CTAs as run at once, each taking an equal run of all tiles' blocks across tile boundaries, its MMA
+warps writing each tile segment as it ends while the loader streams the next (dqmma's scheme, the same
+reduction). TMA zero-fills rows past M and N and needs A, packed and scales with unit column stride,
+16-byte aligned base and rows (the launcher copies otherwise; N a multiple of 8). C may have any strides.
 
 CTAS: the launch's registers a thread are sized for that many CTAs an SM (`rsmma_launch.py`): at BN=64 a
 CTA has one MMA warp per scheduler, and a second CTA's warps hide its unpack latency (row 53); with them
@@ -48,7 +52,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
-from .dqmma import store_tile
+from .dqmma import _next_unit, _tile_epilogue, _unit
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 # PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
@@ -124,28 +128,30 @@ def _row_scales(s_tile, ROWS: gl.constexpr, PAIRED_ROWS: gl.constexpr):
 
 
 @gluon.jit
-def _mma_block(i, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr, WORDS: gl.constexpr,
+def _mma_block(i, first, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr, WORDS: gl.constexpr,
                FRAG: gl.constexpr):
-    """Block i: unpack its fragment, issue its wgmma, wait for block i-1's and free that slot."""
+    """Block i of a segment that began at block ``first``: unpack its fragment, issue its wgmma, wait for
+    block i-1's and free that slot."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
     w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG, True)
     acc = warpgroup_mma(w, a_smem.index(s).permute((1, 0)), acc, is_async=True)
     acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > first)
     return acc
 
 
 @gluon.jit
-def _mma_block_scaled_after(i, acc, part, prev, prev_scale, a_smem, p_smem, s_smem, ready, empty,
+def _mma_block_scaled_after(i, first, acc, part, prev, prev_scale, a_smem, p_smem, s_smem, ready, empty,
                             FRAGMENT: gl.constexpr, WORDS: gl.constexpr, FRAG: gl.constexpr,
                             PAIRED_ROWS: gl.constexpr):
-    """Block i with the scale applied after the MMA: its codes' wgmma into a partial of its own (``part``,
-    whose former block is folded already), then block i-1's partial ``prev``, once done, times its scale
-    row into acc, and its slot freed. Returns acc, block i's partial (in flight) and its scale row, and
-    ``prev`` as the wait gave it back: the next block's wgmma writes over it (passing the value from before
-    the wait would keep it alive, and copying it ahead of the wait made ptxas serialize every wgmma, C7514)."""
+    """Block i (of a segment from block ``first``) with the scale applied after the MMA: its codes' wgmma
+    into a partial of its own (``part``, whose former block is folded already), then block i-1's partial
+    ``prev``, once done, times its scale row into acc, and its slot freed. Returns acc, block i's partial
+    (in flight) and its scale row, and ``prev`` as the wait gave it back: the next block's wgmma writes over
+    it (passing the value from before the wait would keep it alive, and copying it ahead of the wait made
+    ptxas serialize every wgmma, C7514)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -155,42 +161,42 @@ def _mma_block_scaled_after(i, acc, part, prev, prev_scale, a_smem, p_smem, s_sm
     # block i-1's wgmma done (block i's still in flight: its partial is only read after the next wait)
     part, prev = warpgroup_mma_wait(num_outstanding=1, deps=(part, prev))
     acc = acc + prev * gl.expand_dims(prev_scale, 1)
-    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > first)
     return acc, part, scale, prev
 
 
 @gluon.jit
-def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
-                   WORDS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, PAIRED_ROWS: gl.constexpr,
-                   a_smem, p_smem, s_smem, ready, empty, n_blocks):
-    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                                  instr_shape=[16, BM, 16])
-    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
-    acc = gl.zeros([BN, BM], gl.float32, ACC)
+def _mma_segment(acc, begin, end, a_smem, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr, WORDS: gl.constexpr,
+                 FRAG: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, PAIRED_ROWS: gl.constexpr):
+    """acc += the CTA's ring blocks [begin, end) (one tile's), the last wgmma waited for and every slot freed."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
     if (PARTS & MMA) == 0:  # anatomy: the ring alone
-        STAGES: gl.constexpr = a_smem.type.shape[0]
-        for i in range(n_blocks):
+        for i in range(begin, end):
             mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
             mbarrier.arrive(empty.index(i % STAGES))
-        return (acc,)
+        return acc
+    n_blocks = end - begin
     if SCALE_AFTER:
         # fp32 partials a block, scaled once done: (q - 8) x A exact in the MMA, then one product by the
         # scale in fp32, instead of the HMUL2 a weight pair of the scaled fragment
-        SCALES: gl.constexpr = gl.SliceLayout(1, ACC)
+        BN: gl.constexpr = acc.type.shape[0]
+        BM: gl.constexpr = acc.type.shape[1]
+        ACC: gl.constexpr = acc.type.layout
         part_a = gl.zeros([BN, BM], gl.float32, ACC)
         part_b = gl.zeros([BN, BM], gl.float32, ACC)
-        scale_a = gl.zeros([BN], gl.float32, SCALES)
-        scale_b = gl.zeros([BN], gl.float32, SCALES)
+        scale_a = gl.zeros([BN], gl.float32, gl.SliceLayout(1, ACC))
+        scale_b = gl.zeros([BN], gl.float32, gl.SliceLayout(1, ACC))
         for j in range(n_blocks // 2):
-            acc, part_a, scale_a, part_b = _mma_block_scaled_after(2 * j, acc, part_a, part_b, scale_b, a_smem,
+            i = begin + 2 * j
+            acc, part_a, scale_a, part_b = _mma_block_scaled_after(i, begin, acc, part_a, part_b, scale_b, a_smem,
                                                                    p_smem, s_smem, ready, empty, FRAGMENT, WORDS,
                                                                    FRAG, PAIRED_ROWS)
-            acc, part_b, scale_b, part_a = _mma_block_scaled_after(2 * j + 1, acc, part_b, part_a, scale_a,
+            acc, part_b, scale_b, part_a = _mma_block_scaled_after(i + 1, begin, acc, part_b, part_a, scale_a,
                                                                    a_smem, p_smem, s_smem, ready, empty, FRAGMENT,
                                                                    WORDS, FRAG, PAIRED_ROWS)
         # the last block's partial: waited for where it was issued (a copy of one in flight serializes, C7514)
         if n_blocks % 2 == 1:
-            acc, part_a, scale_a, part_b = _mma_block_scaled_after(n_blocks - 1, acc, part_a, part_b, scale_b,
+            acc, part_a, scale_a, part_b = _mma_block_scaled_after(end - 1, begin, acc, part_a, part_b, scale_b,
                                                                    a_smem, p_smem, s_smem, ready, empty, FRAGMENT,
                                                                    WORDS, FRAG, PAIRED_ROWS)
             part_a = warpgroup_mma_wait(num_outstanding=0, deps=(part_a,))
@@ -198,30 +204,63 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
         else:
             part_b = warpgroup_mma_wait(num_outstanding=0, deps=(part_b,))
             acc = acc + part_b * gl.expand_dims(scale_b, 1)
-        return (acc,)
-    # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
-    # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
-    for j in range(n_blocks // 2):
-        acc = _mma_block(2 * j, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
-        acc = _mma_block(2 * j + 1, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
-    if n_blocks % 2 == 1:
-        acc = _mma_block(n_blocks - 1, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    else:
+        # two blocks a trip: each block's fragment gets registers of its own, so the next block's unpack never
+        # writes the registers an in-flight wgmma reads (one shared set made ptxas serialize every wgmma, C7515)
+        for j in range(n_blocks // 2):
+            acc = _mma_block(begin + 2 * j, begin, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
+            acc = _mma_block(begin + 2 * j + 1, begin, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS,
+                             FRAG)
+        if n_blocks % 2 == 1:
+            acc = _mma_block(end - 1, begin, acc, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(empty.index((end - 1) % STAGES), pred=end > begin)  # the segment's last slot
+    return acc
+
+
+@gluon.jit
+def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
+                   WORDS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, PAIRED_ROWS: gl.constexpr,
+                   SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr, a_smem, p_smem, s_smem, ready, empty, u0, n_units,
+                   blocks, tiles_n, units, ctas, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn):
+    ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                  instr_shape=[16, BM, 16])
+    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
+    acc = gl.zeros([BN, BM], gl.float32, ACC)
+    if SPLIT_K == 0:
+        # stream-K: the CTA's units cross tile boundaries; one loop per tile segment, each written as it
+        # ends, while the loader streams the next segment's blocks (dqmma's form, row 49: a branch at the
+        # segment's end inside one block loop made the compiler wait for every wgmma)
+        t_first = u0 // blocks
+        segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
+        for seg in range(segments):
+            tile = t_first + seg
+            begin = gl.maximum(tile * blocks, u0) - u0
+            end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
+            acc = _mma_segment(gl.zeros([BN, BM], gl.float32, ACC), begin, end, a_smem, p_smem, s_smem, ready, empty,
+                               FRAGMENT, WORDS, FRAG, PARTS, SCALE_AFTER, PAIRED_ROWS)
+            _tile_epilogue(acc, u0 + end - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n,
+                           units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS)
+    else:  # one segment, written after the partitions join
+        acc = _mma_segment(acc, 0, n_units, a_smem, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG, PARTS,
+                           SCALE_AFTER, PAIRED_ROWS)
     return (acc,)
 
 
 @gluon.jit
-def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                    n_blocks, group, PARTS: gl.constexpr):
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
+                    group, PARTS: gl.constexpr):
+    """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = p_smem.type.shape[2]
-    for i in range(n_blocks):
+    pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
+    for i in range(n_units):
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
         bar = ready.index(s)
-        k = (first_block + i) * BK
+        k = kb * BK
         if PARTS & A_COPY:
             mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
@@ -232,25 +271,36 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         else:  # a box of whole chunks [BK/32, BN, 4] (the frag32 experiment's)
             tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
         tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+        pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
 @gluon.jit
 def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
-                 PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr):
+                 PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
+                 MAX_PARTS: gl.constexpr = 1):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or [BK/32, BN, 4] of the frag32 experiment's;
-    PAIRED_ROWS says its rows come in the paired order; PARTS is ALL_PARTS but in the anatomy."""
+    PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
+    in the anatomy; SCALE_AFTER scales each block's fp32 partial instead of its fragment. SPLIT_K: that
+    many CTAs along K per tile (grid: column tiles, splits, token tiles), or 0, stream-K (grid: CTAs that
+    split all tiles' blocks evenly; MAX_PARTS, the most of them one tile meets, ``space.gluon_grid``)."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
-    pid_n = gl.program_id(0)
-    pid_k = gl.program_id(1)
-    pid_m = gl.program_id(2)
     blocks = K // BK
-    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
-    first_block = pid_k * per_split
-    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
+    tiles_n = gl.cdiv(N, BN)
+    units = blocks * tiles_n * gl.cdiv(M, BM)
+    if SPLIT_K == 0:
+        ctas = gl.num_programs(0)
+        u0 = gl.program_id(0) * units // ctas
+        n_units = (gl.program_id(0) + 1) * units // ctas - u0
+    else:  # one tile per CTA, its blocks split SPLIT_K ways (an empty split adds nothing: the reduction counts the others)
+        ctas = 1
+        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+        first_block = gl.program_id(1) * per_split
+        u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
+        n_units = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     if len(p_desc.block_type.shape) == 2:
         p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
@@ -263,15 +313,16 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     (acc,) = gl.warp_specialize([
-        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, a_smem, p_smem,
-                          s_smem, ready, empty, n_blocks)),
-        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, pid_n, pid_m, first_block,
-                           n_blocks, GROUP, PARTS)),
+        (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, SPLIT_K, MAX_PARTS,
+                          a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, units, ctas, c_ptr,
+                          ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
+                           GROUP, PARTS)),
     ], [1], [LOAD_REGS])
-    if n_blocks > 0:  # C^T's tile [BN, BM] into C [M, N] (an empty split adds nothing: the reduction counts the others)
-        parts = (blocks + per_split - 1) // per_split
-        store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr,
-                   pid_m * gl.num_programs(0) + pid_n, pid_k, parts, SPLIT_K, PAIRED_ROWS)
+    if SPLIT_K != 0:
+        if n_units > 0:  # C^T's tile [BN, BM] into C [M, N]
+            _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
+                           tiles_n, units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS)
 
 
 def word_layout(BK: int, num_warps: int):

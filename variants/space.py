@@ -91,7 +91,8 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # (86 tiles of 4096x11008 at BN=128 as 258 CTAs, two waves less 6) lost everywhere in the _s21 sweep:
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_registers.MMA_REGISTERS) and rings fit
-    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(1, 2, 4),
+    # SPLIT_K=0 is stream-K: the CTAs that run at once (CTAS an SM) share all tiles' blocks evenly
+    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -141,7 +142,7 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            least = STREAM_K if (family, name) == ("dqmma", "SPLIT_K") else 1
+            least = STREAM_K if (family, name) in (("dqmma", "SPLIT_K"), ("rsmma", "SPLIT_K")) else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
@@ -238,18 +239,18 @@ def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits
     return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + 2048)
 
 
-def dqmma_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
-               num_sms: int) -> tuple[tuple[int, int, int], int]:
-    """dqmma's launch grid, and the most partial tiles one output tile gathers (its workspace holds that
-    many fp32 [BM, BN] slots per tile; 1: none). Split-K: a CTA per (column tile, split, row tile).
-    Stream-K: one CTA per SM (at most one per block), CTA c taking units [c U / P, (c + 1) U / P) of the
-    U = tiles x K/BK blocks; each CTA holds at least U // P units, so a tile of K/BK blocks meets at
-    most cdiv(K/BK - 1, U // P) + 1 of them."""
+def gluon_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
+               ctas_at_once: int) -> tuple[tuple[int, int, int], int]:
+    """dqmma's and rsmma's launch grid, and the most partial tiles one output tile gathers (its workspace
+    holds that many fp32 tiles; 1: none). Split-K: a CTA per (column tile, split, row tile). Stream-K:
+    as many CTAs as run at once (``ctas_at_once``: the SMs, times rsmma's CTAs an SM; at most one per
+    block), CTA c taking units [c U / P, (c + 1) U / P) of the U = tiles x K/BK blocks; each CTA holds at
+    least U // P units, so a tile of K/BK blocks meets at most cdiv(K/BK - 1, U // P) + 1 of them."""
     tiles_m, tiles_n, blocks = cdiv(M, BM), cdiv(N, BN), K // BK
     if split_k != STREAM_K:
         return (tiles_n, split_k, tiles_m), split_k
     units = tiles_m * tiles_n * blocks
-    ctas = min(num_sms, units)
+    ctas = min(ctas_at_once, units)
     return (ctas, 1, 1), cdiv(blocks - 1, units // ctas) + 1
 
 
@@ -372,7 +373,7 @@ def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
                              limits)
     if reason:
         return reason
-    _, parts = dqmma_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
+    _, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], limits.num_sms)
     return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
 
@@ -388,7 +389,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
             or registers_error(bn, bm, bk, p["CTAS"])
-            or _workspace_error(p["SPLIT_K"], cdiv(M, bm) * bm, cdiv(N, bn) * bn))
+            or _workspace_error(gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
+                                cdiv(M, bm) * bm, cdiv(N, bn) * bn))
 
 
 def chunk_columns(params, N: int, K: int) -> int:
@@ -440,8 +442,9 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
         if variant.family == "rsmma" and p["CTAS"] > 1:
             # more CTAs an SM than run, or than fit: fewer registers, nothing in return
-            if tiles * split_k <= limits.num_sms:
-                return f"{tiles * split_k} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
+            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k  # stream-K: one a block at most
+            if ctas <= limits.num_sms:
+                return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
             fit = rsmma_ctas_fit(bm, bn, p["BK"], p["num_stages"], limits)
             if fit < p["CTAS"]:
                 return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
@@ -545,11 +548,14 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             bm = 16 if M <= 16 else 32
             tiles = cdiv(N, 64)
             fill = next((sk for sk in (1, 2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
-            for sk, stages, ctas in ((fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
+            # the same tile as stream-K first (row 65: every SM the same number of blocks, whatever the tile
+            # count; a re-sweep times the former winners anyway)
+            for sk, stages, ctas in ((STREAM_K, 6, 3), (fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
                 yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
             yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
         bm = min(256, max(64, mp))
-        for bk, stages in ((64, 4), (128, 3)):
+        for bk, stages in ((64, 4), (128, 3)):  # as stream-K first (row 65)
+            yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=STREAM_K, num_warps=4, num_stages=stages, CTAS=2)
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
         for bn in ((128, 64) if N >= 8192 else (64, 128)):
             tiles = cdiv(N, bn) * cdiv(M, bm)

@@ -37,12 +37,12 @@ def ws_launcher(a, packed, scales, out, BM, BN, BK, SPLIT_K, STAGES, W_BUFFERS, 
                 MMA_LOADS=0, group_size=128):
     """A no-argument callable running the kernel on these operands (for graph capture). SPLIT_K=0 is
     stream-K over the device's SMs."""
-    from tunesearch.variants.space import DeviceLimits, dqmma_grid
+    from tunesearch.variants.space import DeviceLimits, gluon_grid
 
     M, K = a.shape
     N = packed.shape[1]
     tiles_m, tiles_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
-    grid, parts = dqmma_grid(M, N, K, BM, BN, BK, SPLIT_K, DeviceLimits.of(a.device).num_sms)
+    grid, parts = gluon_grid(M, N, K, BM, BN, BK, SPLIT_K, DeviceLimits.of(a.device).num_sms)
     ws = torch.empty(tiles_m * tiles_n * parts * BM * BN if parts > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles_m * tiles_n, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride())

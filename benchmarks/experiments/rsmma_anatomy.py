@@ -17,6 +17,8 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - one_split, ring_one_split: the variant with SPLIT_K=1 (no reduction at the end, half or a quarter the
   CTAs, each over all of K), whole and as the ring alone: what the splits' reduction and their extra CTAs
   are worth where the ring runs over the floor (row 64: 2.3-2.5 us with 2 or 4 splits, ~0 with one);
+- stream_k, ring_stream_k: the variant with SPLIT_K=0, stream-K (row 65: CTAS an SM, each an equal run of
+  all tiles' blocks), whole (checked like the full form) and as the ring alone;
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
@@ -81,14 +83,19 @@ def main(out_dir, max_m=4096):
         row["rel_error"] = err
         ops = Operands(M, N, K, 128, info.l2_bytes)
         one_split = Variant(variant.family, {**variant.params, "SPLIT_K": 1})
+        stream_k = Variant(variant.family, {**variant.params, "SPLIT_K": 0})
+        row["stream_k_rel_error"] = gluon_checks.relative_error_of(family_launch(stream_k),
+                                                                   CheckInputs(M, N, K, 128, "cuda"))
         forms = (("full", variant, {}), ("mma_only", variant, {"FRAGMENT": mma_only_fragment}),
                  ("no_a", variant, {"PARTS": MMA.value}), ("ring", variant, {"PARTS": A_COPY.value}),
                  ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
-                 ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}))
+                 ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}),
+                 ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}))
         for form, launched, overrides in forms:
             try:
-                if form == "full" and not err < REL_TOL:
-                    raise AssertionError(f"WRONG: relative error {err:.3g}")
+                checked = {"full": err, "stream_k": row["stream_k_rel_error"]}
+                if form in checked and not checked[form] < REL_TOL:
+                    raise AssertionError(f"WRONG: relative error {checked[form]:.3g}")
                 launch = family_launch(launched, **overrides)
                 row[form] = graph_time([launch(*c) for c in ops.copies], replays=20).us
             except Exception as e:
