@@ -548,14 +548,12 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             bm = 16 if M <= 16 else 32
             tiles = cdiv(N, 64)
             fill = next((sk for sk in (1, 2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
-            # the same tile as stream-K first (row 65: every SM the same number of blocks, whatever the tile
-            # count; a re-sweep times the former winners anyway)
-            for sk, stages, ctas in ((STREAM_K, 6, 3), (fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
+            # (stream-K, SPLIT_K=0, lost at every M <= 64 key of the _s29 anatomy, by 8-30%: row 65)
+            for sk, stages, ctas in ((fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
                 yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
             yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
         bm = min(256, max(64, mp))
-        for bk, stages in ((64, 4), (128, 3)):  # as stream-K first (row 65)
-            yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=STREAM_K, num_warps=4, num_stages=stages, CTAS=2)
+        for bk, stages in ((64, 4), (128, 3)):
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
         for bn in ((128, 64) if N >= 8192 else (64, 128)):
             tiles = cdiv(N, bn) * cdiv(M, bm)
