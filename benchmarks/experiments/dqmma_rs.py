@@ -162,8 +162,9 @@ def launch_registers(WG: int) -> int:
     return min(232, 65536 // (32 * (4 * WG + 4)) // 8 * 8)
 
 
-def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128):
-    """A no-argument callable running the kernel on these operands (for graph capture)."""
+def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128, **meta_overrides):
+    """A no-argument callable running the kernel on these operands (for graph capture); ``meta_overrides``
+    replace its meta-parameters (e.g. ``maxnreg`` for several CTAs an SM, ``PARTS`` for the ring alone)."""
     M, K = a.shape
     N = packed_f.shape[1]
     BN = 64 * WG
@@ -173,7 +174,7 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
     meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
                 WORDS=word_layout(BK, WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=False, num_warps=4 * WG,
-                maxnreg=launch_registers(WG))
+                maxnreg=launch_registers(WG)) | meta_overrides
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
 
