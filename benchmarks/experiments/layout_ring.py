@@ -1,15 +1,21 @@
 """EXPERIMENT: does the weights' layout hold rsmma's ring over the streaming floor at small M (NOTES.md row 66)?
 
-    python benchmarks/experiments/layout_ring.py OUT_DIR      (on an sm_90 GPU)
+    python benchmarks/experiments/layout_ring.py OUT_DIR        (on an sm_90 GPU)
+    python benchmarks/experiments/layout_ring.py --compile      (offline: the probe ring compiles for sm_90)
 
 The _s29 anatomy: at M <= 32 the TMA ring alone (no MMA) runs 1.5-3 us over the floor on 4096x11008,
 11008x4096 and 4096^2, with or without splits, and stream-K, which scatters the CTAs over K, made it
 slower still. The base layout's box is BK/8 rows of 256 bytes (BN=64 columns of int32), N * 4 bytes
-apart; the frag32 layout of dqmma_rs.py (int32 [K/32, N, 4]) gives the same block as BK/32 rows of 1 KB.
-If DRAM locality is the ring's excess, the frag32 ring comes closer to the floor. Each key's table pick
-(base layout) is timed whole and as the ring alone, then the same launch (tile, stages, splits, the
-registers of its CTAs an SM) on a frag32 copy of the weights, whole (checked against A @ dequantize(W);
-the fragment scaled before the wgmma, as frag32's scale-after form serializes) and as the ring alone.
+apart. Each key's table pick (base layout) is timed whole and as the ring alone, then:
+- frag32, ring_frag32: the same launch (tile, stages, splits, the registers of its CTAs an SM) on a
+  frag32 copy of the weights (dqmma_rs.py: int32 [K/32, N, 4], a block BK/32 rows of 1 KB), whole
+  (checked against A @ dequantize(W); the fragment scaled before the wgmma, as frag32's scale-after
+  form serializes) and as the ring alone. Its TMA box is 3-D with a 16-byte inner dimension;
+- probe_base, probe_panel: a ring of this file's own (`ring_kernel`: a loader warp, consumer warps that
+  only wait and free, A's tile and the packed block per stage, no scales), the same grid, stages and
+  registers, reading the packed words as the base layout's 2-D box, or from a column-panel copy
+  (int32 [N/64 * K/8, 64]: each 64-column tile's K/8 rows contiguous, so a block is one 4 KB run) with
+  the same box shape: the DRAM access pattern alone changes.
 """
 import json
 import sys
@@ -20,8 +26,102 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from benchmarks.experiments.dqmma_rs import family_launch, launcher, pack_frag32  # noqa: E402
+
+
+@gluon.jit
+def _consume(a_smem, ready, empty, n_blocks):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    for i in range(n_blocks):
+        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+        mbarrier.arrive(empty.index(i % STAGES))
+
+
+@gluon.jit
+def _load(a_desc, p_desc, a_smem, p_smem, ready, empty, pid_n, first_block, n_blocks, K, PANEL: gl.constexpr):
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = p_smem.type.shape[2]
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        bar = ready.index(s)
+        kb = first_block + i
+        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(a_desc, [0, kb * BK], bar, a_smem.index(s))
+        if PANEL:  # column tile pid_n's K/8 rows of BN words, one after another
+            tma.async_copy_global_to_shared(p_desc, [pid_n * (K // 8) + kb * (BK // 8), 0], bar, p_smem.index(s))
+        else:
+            tma.async_copy_global_to_shared(p_desc, [kb * (BK // 8), pid_n * BN], bar, p_smem.index(s))
+
+
+@gluon.jit
+def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
+                BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
+                STAGES: gl.constexpr, PANEL: gl.constexpr, num_warps: gl.constexpr):
+    """The TMA ring of rsmma's split-K grid (column tile, split) alone: A's [BM, BK] tile and the packed
+    block [BK/8, BN] per stage; its consumers only wait for each slot and free it. (The Gluon families'
+    signature, so that gluon_checks compiles it offline; C, the scales and the workspace go unused.)"""
+    pid_n = gl.program_id(0)
+    blocks = K // BK
+    per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+    first_block = gl.program_id(1) * per_split
+    n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(empty.index(j), count=1)
+    gl.warp_specialize([(_consume, (a_smem, ready, empty, n_blocks)),
+                        (_load, (a_desc, p_desc, a_smem, p_smem, ready, empty, pid_n, first_block, n_blocks, K,
+                                 PANEL))], [1], [24])
+
+
+def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
+    """The packed words [K/8, N] as column panels [N/BN * K/8, BN]: panel n holds columns n BN.. of every row."""
+    KW, N = packed.shape
+    return packed.view(KW, N // BN, BN).permute(1, 0, 2).contiguous().view(N // BN * KW, BN)
+
+
+def probe_descriptors(a, packed, BM: int, BK: int, panel: bool, BN: int = 64):
+    """ring_kernel's descriptors: A's tile and the packed box [BK/8, BN] over the base or the panel copy."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tunesearch.variants.dqmma import shared_layouts
+
+    a_layout, p_layout, _ = shared_layouts(BM, BN, BK)
+    words = panel_copy(packed, BN) if panel else packed
+    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout), TensorDescriptor.from_tensor(words, [BK // 8, BN], p_layout),
+            None)
+
+
+def probe_launch(a, packed, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, BN: int = 64):
+    """A no-argument launch of ring_kernel over these operands (the panel copy made here, once)."""
+    M, K = a.shape
+    N = packed.shape[1]
+    a_desc, p_desc, _ = probe_descriptors(a, packed, BM, BK, panel, BN)
+    grid = (N // BN, SPLIT_K)
+    meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, num_warps=4, maxnreg=maxnreg)
+    return lambda: ring_kernel[grid](a_desc, p_desc, None, out, out, out, M, N, K, out.stride(0), out.stride(1), **meta)
+
+
+def compile_probe(panel: bool):
+    """ring_kernel compiled for sm_90 offline (CPU stand-ins for a 4096x11008 layer): its TMA loads and registers."""
+    from benchmarks.sass_stats import disassemble, resources
+
+    a = torch.empty(16, 4096, dtype=torch.float16)
+    packed = torch.empty(512, 11008, dtype=torch.int32)
+    descs = probe_descriptors(a, packed, 16, 128, panel)
+    consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, num_warps=4)
+    compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
+    return dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in disassemble(compiled)), **resources(compiled))
 
 # (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor)
 KEYS = [(1, 4096, 11008), (16, 4096, 11008), (16, 11008, 4096), (16, 4096, 4096), (16, 4096, 22016),
@@ -58,10 +158,13 @@ def main(out_dir):
         checks = {"base": gluon_checks.relative_error_of(family_launch(variant), inputs),
                   "frag32": gluon_checks.relative_error_of(frag32, inputs)}
         row.update({f"{name}_rel_error": err for name, err in checks.items()})
+        probe = dict(BM=p["BM"], BK=p["BK"], STAGES=p["num_stages"], SPLIT_K=p["SPLIT_K"], maxnreg=config["maxnreg"])
         forms = (("base", [family_launch(variant)(*c) for c in ops.copies]),
                  ("ring_base", [family_launch(variant, PARTS=A_COPY.value)(*c) for c in ops.copies]),
                  ("frag32", [launcher(*c, **config) for c in frag]),
-                 ("ring_frag32", [launcher(*c, **config, PARTS=A_COPY.value) for c in frag]))
+                 ("ring_frag32", [launcher(*c, **config, PARTS=A_COPY.value) for c in frag]),
+                 ("probe_base", [probe_launch(c[0], c[1], c[3], **probe, panel=False) for c in ops.copies]),
+                 ("probe_panel", [probe_launch(c[0], c[1], c[3], **probe, panel=True) for c in ops.copies]))
         for form, launches in forms:
             try:
                 if form in checks and not checks[form] < REL_TOL:
@@ -83,4 +186,7 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--compile":
+        print(json.dumps({"base": compile_probe(False), "panel": compile_probe(True)}))
+    else:
+        main(sys.argv[1])
