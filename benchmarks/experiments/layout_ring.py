@@ -35,38 +35,51 @@ from benchmarks.experiments.dqmma_rs import family_launch, launcher, pack_frag32
 
 
 @gluon.jit
-def _consume(a_smem, ready, empty, n_blocks):
+def _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES: gl.constexpr):
     STAGES: gl.constexpr = a_smem.type.shape[0]
+    if SCALES == 2:  # the CTA's scale rows, loaded once
+        mbarrier.wait(s_bar.index(0), 0)
     for i in range(n_blocks):
         mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
         mbarrier.arrive(empty.index(i % STAGES))
 
 
 @gluon.jit
-def _load(a_desc, p_desc, a_smem, p_smem, ready, empty, pid_n, first_block, n_blocks, K, PANEL: gl.constexpr):
+def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block, n_blocks, K,
+          PANEL: gl.constexpr, SCALES: gl.constexpr):
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = p_smem.type.shape[2]
+    if SCALES == 2:  # all the CTA's scale rows (one a block: BK = the group size) in one box, first
+        mbarrier.expect(s_bar.index(0), s_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(s_desc, [first_block, pid_n * BN], s_bar.index(0), s_smem)
     for i in range(n_blocks):
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
         bar = ready.index(s)
         kb = first_block + i
-        mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes)
+        if SCALES == 1:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+        else:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(a_desc, [0, kb * BK], bar, a_smem.index(s))
         if PANEL:  # column tile pid_n's K/8 rows of BN words, one after another
             tma.async_copy_global_to_shared(p_desc, [pid_n * (K // 8) + kb * (BK // 8), 0], bar, p_smem.index(s))
         else:
             tma.async_copy_global_to_shared(p_desc, [kb * (BK // 8), pid_n * BN], bar, p_smem.index(s))
+        if SCALES == 1:  # the block's scale row with it, as the family does
+            tma.async_copy_global_to_shared(s_desc, [kb, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
 def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-                STAGES: gl.constexpr, PANEL: gl.constexpr, num_warps: gl.constexpr):
+                STAGES: gl.constexpr, PANEL: gl.constexpr, SCALES: gl.constexpr, num_warps: gl.constexpr):
     """The TMA ring of rsmma's split-K grid (column tile, split) alone: A's [BM, BK] tile and the packed
-    block [BK/8, BN] per stage; its consumers only wait for each slot and free it. (The Gluon families'
-    signature, so that gluon_checks compiles it offline; C, the scales and the workspace go unused.)"""
+    block [BK/8, BN] per stage; its consumers only wait for each slot and free it. SCALES: 0 none, 1 the
+    block's scale row [1, BN] in each stage (the family's way), 2 the CTA's rows in one [S, BN] box
+    first (``s_desc``'s box). (The Gluon families' signature, so that gluon_checks compiles it offline;
+    C and the workspace go unused.)"""
     pid_n = gl.program_id(0)
     blocks = K // BK
     per_split = (blocks + SPLIT_K - 1) // SPLIT_K
@@ -74,14 +87,20 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
     n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    if SCALES == 2:
+        s_smem = gl.allocate_shared_memory(gl.float16, s_desc.block_type.shape, s_desc.layout)
+    else:
+        s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    s_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
     for j in gl.static_range(STAGES):
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
-    gl.warp_specialize([(_consume, (a_smem, ready, empty, n_blocks)),
-                        (_load, (a_desc, p_desc, a_smem, p_smem, ready, empty, pid_n, first_block, n_blocks, K,
-                                 PANEL))], [1], [24])
+    mbarrier.init(s_bar.index(0), count=1)
+    gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
+                        (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block,
+                                 n_blocks, K, PANEL, SCALES))], [1], [24])
 
 
 def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
@@ -90,26 +109,30 @@ def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
     return packed.view(KW, N // BN, BN).permute(1, 0, 2).contiguous().view(N // BN * KW, BN)
 
 
-def probe_descriptors(a, packed, BM: int, BK: int, panel: bool, BN: int = 64):
-    """ring_kernel's descriptors: A's tile and the packed box [BK/8, BN] over the base or the panel copy."""
+def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_rows: int, BN: int = 64):
+    """ring_kernel's descriptors: A's tile, the packed box [BK/8, BN] over the base or the panel copy, and
+    the scales' box of ``scale_rows`` rows."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.dqmma import shared_layouts
 
-    a_layout, p_layout, _ = shared_layouts(BM, BN, BK)
+    a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
     words = panel_copy(packed, BN) if panel else packed
     return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout), TensorDescriptor.from_tensor(words, [BK // 8, BN], p_layout),
-            None)
+            TensorDescriptor.from_tensor(scales, [scale_rows, BN], s_layout))
 
 
-def probe_launch(a, packed, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, BN: int = 64):
+def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0, BN: int = 64):
     """A no-argument launch of ring_kernel over these operands (the panel copy made here, once)."""
     M, K = a.shape
     N = packed.shape[1]
-    a_desc, p_desc, _ = probe_descriptors(a, packed, BM, BK, panel, BN)
+    per_split = -(-(K // BK) // SPLIT_K)
+    rows = 1 << (per_split - 1).bit_length() if SCALES == 2 else 1  # a power of two (zero-filled past K/G)
+    descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN)
     grid = (N // BN, SPLIT_K)
-    meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, num_warps=4, maxnreg=maxnreg)
-    return lambda: ring_kernel[grid](a_desc, p_desc, None, out, out, out, M, N, K, out.stride(0), out.stride(1), **meta)
+    meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, num_warps=4,
+                maxnreg=maxnreg)
+    return lambda: ring_kernel[grid](*descs, out, out, out, M, N, K, out.stride(0), out.stride(1), **meta)
 
 
 def compile_probe(panel: bool):
@@ -118,10 +141,15 @@ def compile_probe(panel: bool):
 
     a = torch.empty(16, 4096, dtype=torch.float16)
     packed = torch.empty(512, 11008, dtype=torch.int32)
-    descs = probe_descriptors(a, packed, 16, 128, panel)
-    consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, num_warps=4)
-    compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
-    return dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in disassemble(compiled)), **resources(compiled))
+    scales = torch.empty(32, 11008, dtype=torch.float16)
+    got = {}
+    for form in (0, 1, 2):
+        descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if form == 2 else 1)
+        consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, SCALES=form, num_warps=4)
+        compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
+        got[form] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in disassemble(compiled)),
+                         **resources(compiled))
+    return got
 
 # (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor)
 KEYS = [(1, 4096, 11008), (16, 4096, 11008), (16, 11008, 4096), (16, 4096, 4096), (16, 4096, 22016),
@@ -163,8 +191,10 @@ def main(out_dir):
                  ("ring_base", [family_launch(variant, PARTS=A_COPY.value)(*c) for c in ops.copies]),
                  ("frag32", [launcher(*c, **config) for c in frag]),
                  ("ring_frag32", [launcher(*c, **config, PARTS=A_COPY.value) for c in frag]),
-                 ("probe_base", [probe_launch(c[0], c[1], c[3], **probe, panel=False) for c in ops.copies]),
-                 ("probe_panel", [probe_launch(c[0], c[1], c[3], **probe, panel=True) for c in ops.copies]))
+                 ("probe_base", [probe_launch(*c, **probe, panel=False) for c in ops.copies]),
+                 ("probe_panel", [probe_launch(*c, **probe, panel=True) for c in ops.copies]),
+                 ("probe_scales", [probe_launch(*c, **probe, panel=False, SCALES=1) for c in ops.copies]),
+                 ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]))
         for form, launches in forms:
             try:
                 if form in checks and not checks[form] < REL_TOL:

@@ -19,6 +19,9 @@ Each key's table pick is timed as launched, then the same launch without a part:
   are worth where the ring runs over the floor (row 64: 2.3-2.5 us with 2 or 4 splits, ~0 with one);
 - stream_k, ring_stream_k: the variant with SPLIT_K=0, stream-K (row 65: CTAS an SM, each an equal run of
   all tiles' blocks), whole (checked like the full form) and as the ring alone;
+- no_reduction, ring_no_reduction: the launch with MAX_PARTS=1, so that each split writes its own fp16
+  partial into C (a wrong result by design) instead of the reduction's store, fence, counter and reads
+  at the end of every CTA: what that tail costs (row 66), whole and as the ring alone;
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
@@ -90,7 +93,9 @@ def main(out_dir, max_m=4096):
                  ("no_a", variant, {"PARTS": MMA.value}), ("ring", variant, {"PARTS": A_COPY.value}),
                  ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
                  ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}),
-                 ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}))
+                 ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}),
+                 ("no_reduction", variant, {"MAX_PARTS": 1}),
+                 ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}))
         for form, launched, overrides in forms:
             try:
                 checked = {"full": err, "stream_k": row["stream_k_rel_error"]}
