@@ -10,6 +10,7 @@ from .rsmma_launch import launch_registers
 # with no spills and one wgmma left in flight, found offline for sm_90 (tests/test_experiments.py checks
 # each, and that 8 fewer fail: "insufficient registers", or every wgmma waited for, C7515).
 MMA_REGISTERS = {
+    (64, 8, 64): 48, (64, 8, 128): 64, (128, 8, 64): 56, (128, 8, 128): 72,
     (64, 16, 64): 48, (64, 16, 128): 64, (128, 16, 64): 56, (128, 16, 128): 80,
     (64, 32, 64): 56, (64, 32, 128): 72, (64, 64, 64): 64, (64, 64, 128): 80, (64, 128, 64): 96,
     (64, 128, 128): 96, (64, 256, 64): 160, (64, 256, 128): 160,

@@ -92,7 +92,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_registers.MMA_REGISTERS) and rings fit
     # SPLIT_K=0 is stream-K: the CTAs that run at once (CTAS an SM) share all tiles' blocks evenly
-    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
+    # BM=8 (the wgmma's narrowest N) only where one such tile holds M: A's TMA box then has fewer rows past
+    # M, which the TMA zero-fills slowly (row 66: ~2 us of the ring at M=1..2 with 16-token tiles)
+    "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -383,8 +385,8 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
     # the wgmma N could be 8..256; token tiles of 16 tied swapab at M=16 (row 57), those of 32 won at M=32
     # with 2-4 CTAs an SM (row 56)
-    if bm not in (16, 32, 64, 128, 256):
-        return f"rsmma's BM is the wgmma N: 16, 32, 64, 128 or 256 tokens, got {bm}"
+    if bm not in (8, 16, 32, 64, 128, 256):
+        return f"rsmma's BM is the wgmma N: 8, 16, 32, 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
@@ -432,6 +434,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         widest = max(64 if variant.family == "dqmma" else 16, next_pow2(M))
         if bm > widest:
             return f"BM={bm} exceeds {widest}, the widest token tile M={M} needs"
+        if bm == 8 and M > 8:
+            return f"BM=8 is for M <= 8 (one tile; two of 8 would stream the weights twice), got M={M}"
         # each token tile streams all of W again (at M=48 two tiles of 32 took 23.4 us, one of 64 20.0, row 57)
         if bm < 64 and cdiv(M, bm) > 2:
             return f"BM={bm} reads the weights {cdiv(M, bm)} times at M={M}"
