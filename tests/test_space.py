@@ -203,8 +203,7 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3" in {v.id for v in variant_space(16, 11008, 4096, 128, hopper)}
     # a token tile no wider than M needs (16 at least), and at most two of them under 64 tokens: each streams
     # the weights again (32-token tiles are not offered above M=64, 16-token ones above M=32)
-    assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {8, 16}
-    assert {v["BM"] for v in variant_space(16, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
+    assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
     assert {v["BM"] for v in variant_space(24, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16, 32}
     assert {v["BM"] for v in variant_space(48, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {32, 64}
     assert {v["BM"] for v in variant_space(96, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {64, 128}
@@ -216,7 +215,8 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert "num_warps = BN/16" in error("rsmma.bm128.bn128.bk64.sk1.w4.s8")
     assert "BN must be 64 or 128" in error("rsmma.bm128.bn256.bk64.sk1.w16.s3")
     assert "8, 16, 32, 64, 128 or 256 tokens" in error("rsmma.bm4.bn128.bk64.sk1.w8.s4", M=4)
-    # token tiles of 8 where one holds M (row 66: fewer of A's box rows past M), at 3 CTAs an SM too
+    # token tiles of 8 where one holds M (row 66: fewer of A's box rows past M), at 3 CTAs an SM too: valid
+    # (the anatomy launches them), not yet in the grid
     assert error("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3", M=8) is None
     assert variant_error(Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3"), 16, 11008, 4096, 128, hopper,
                          prune=True).startswith("BM=8 is for M <= 8")

@@ -92,9 +92,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_registers.MMA_REGISTERS) and rings fit
     # SPLIT_K=0 is stream-K: the CTAs that run at once (CTAS an SM) share all tiles' blocks evenly
-    # BM=8 (the wgmma's narrowest N) only where one such tile holds M: A's TMA box then has fewer rows past
-    # M, which the TMA zero-fills slowly (row 66: ~2 us of the ring at M=1..2 with 16-token tiles)
-    "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
+    # BM=8 (the wgmma's narrowest N, where one such tile holds M: A's TMA box then has fewer rows past M,
+    # which the TMA zero-fills slowly, row 66) is admitted by the rules and its registers are measured
+    # offline, but it joins this grid only once timed and tested on a GPU (NOTES.md, next session)
+    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
