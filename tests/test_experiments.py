@@ -196,7 +196,8 @@ def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
                                      "rsmma.bm256.bn128.bk128.sk1.w8.s2", "rsmma.bm256.bn64.bk128.sk1.w4.s3",
                                      "rsmma.bm64.bn64.bk64.sk4.w4.s8", "rsmma.bm16.bn64.bk128.sk2.w4.s4.c4",
                                      "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3", "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3",
-                                     "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2"])
+                                     "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2",
+                                     "rsmma.bm8.bn64.bk128.sk2.w4.s6.c2"])
 def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     # The rsmma family's kernel (variants/rsmma.py) as its launcher builds it, compiled for sm_90 (CI has no
     # GPU; Gluon no interpreter): every wgmma takes W^T from registers, BK/16 a block in each of the loop's
@@ -225,6 +226,17 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     assert got["local"] == 0
     bytes_ = rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"])
     assert bytes_ <= got["shared"] <= bytes_ + 1024
+
+
+def test_layout_ring_probe_streams_what_the_familys_ring_streams():
+    # layout_ring.py's bare ring (NOTES.md row 66) is compared with the family's ring form, so it must move
+    # the same boxes a stage: A's tile (two boxes: 256-byte rows at BK=128) and the packed block, then the
+    # scale row (SCALES=1) or the CTA's scale rows in one box before the loop (SCALES=2), on the base layout
+    # and the column-panel copy alike, with no spills at the family's 80 registers for 3 CTAs an SM.
+    got = _compiled_offline("layout_ring.py", "--compile", "")
+    for layout in ("base", "panel"):
+        assert [got[layout][form]["tma_loads"] for form in ("0", "1", "2")] == [3, 4, 4]
+        assert all(got[layout][form]["local"] == 0 for form in ("0", "1", "2"))
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "rsmma.bm256.bn64.bk64.sk1.w4.s5"])
