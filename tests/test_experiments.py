@@ -233,10 +233,14 @@ def test_layout_ring_probe_streams_what_the_familys_ring_streams():
     # the same boxes a stage: A's tile (two boxes: 256-byte rows at BK=128) and the packed block, then the
     # scale row (SCALES=1) or the CTA's scale rows in one box before the loop (SCALES=2), on the base layout
     # and the column-panel copy alike, with no spills at the family's 80 registers for 3 CTAs an SM.
+    # Its split-reduction epilogues (the family's, "11"; the flagged one, "12") count and flag with atomics,
+    # the ring alone with none.
     got = _compiled_offline("layout_ring.py", "--compile", "")
     for layout in ("base", "panel"):
-        assert [got[layout][form]["tma_loads"] for form in ("0", "1", "2")] == [3, 4, 4]
-        assert all(got[layout][form]["local"] == 0 for form in ("0", "1", "2"))
+        assert [got[layout][form]["tma_loads"] for form in ("00", "10", "20", "11", "12")] == [3, 4, 4, 4, 4]
+        assert all(form["local"] == 0 for form in got[layout].values())
+        assert got[layout]["00"]["atomics"] == 0 and got[layout]["11"]["atomics"] > 0
+        assert got[layout]["12"]["atomics"] > got[layout]["11"]["atomics"]
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "rsmma.bm256.bn64.bk64.sk1.w4.s5"])

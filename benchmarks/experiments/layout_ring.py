@@ -11,6 +11,10 @@ apart. Each key's table pick (base layout) is timed whole and as the ring alone,
   frag32 copy of the weights (dqmma_rs.py: int32 [K/32, N, 4], a block BK/32 rows of 1 KB), whole
   (checked against A @ dequantize(W); the fragment scaled before the wgmma, as frag32's scale-after
   form serializes) and as the ring alone. Its TMA box is 3-D with a 16-byte inner dimension;
+- probe_tail, probe_flagged_tail: the bare ring (base layout, scales per block) followed by the family's
+  split reduction of a zero tile (`store_tile`), or by `_flagged_store_tile`, which takes the counter
+  first so that the last split keeps its partial in registers: what the tail costs in the ring (row 66:
+  1.3-2.6 us in the family) and what one round trip less gives back;
 - probe_base, probe_panel: a ring of this file's own (`ring_kernel`: a loader warp, consumer warps that
   only wait and free, A's tile and the packed block per stage, no scales), the same grid, stages and
   registers, reading the packed words as the base layout's 2-D box, or from a column-panel copy
@@ -32,6 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # no
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from benchmarks.experiments.dqmma_rs import family_launch, launcher, pack_frag32  # noqa: E402
+from tunesearch.variants.dqmma import store_tile  # noqa: E402
 
 
 @gluon.jit
@@ -74,12 +79,15 @@ def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, p
 @gluon.jit
 def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-                STAGES: gl.constexpr, PANEL: gl.constexpr, SCALES: gl.constexpr, num_warps: gl.constexpr):
+                STAGES: gl.constexpr, PANEL: gl.constexpr, SCALES: gl.constexpr, num_warps: gl.constexpr,
+                EPILOGUE: gl.constexpr = 0):
     """The TMA ring of rsmma's split-K grid (column tile, split) alone: A's [BM, BK] tile and the packed
     block [BK/8, BN] per stage; its consumers only wait for each slot and free it. SCALES: 0 none, 1 the
     block's scale row [1, BN] in each stage (the family's way), 2 the CTA's rows in one [S, BN] box
-    first (``s_desc``'s box). (The Gluon families' signature, so that gluon_checks compiles it offline;
-    C and the workspace go unused.)"""
+    first (``s_desc``'s box). EPILOGUE, what a zero tile then goes through: 0 nothing, 1 the family's
+    split reduction (`store_tile`: each split's fp32 partial stored, a counter, the last reads them all),
+    2 `_flagged_store_tile` (the counter first: the last keeps its partial in registers). (The Gluon
+    families' signature, so that gluon_checks compiles it offline.)"""
     pid_n = gl.program_id(0)
     blocks = K // BK
     per_split = (blocks + SPLIT_K - 1) // SPLIT_K
@@ -101,6 +109,56 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
     gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
                         (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block,
                                  n_blocks, K, PANEL, SCALES))], [1], [24])
+    if EPILOGUE > 0:  # as rsmma's split-K launch writes its C^T tile [BN, BM]
+        ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                      instr_shape=[16, BM, 16])
+        acc = gl.zeros([BN, BM], gl.float32, ACC)
+        parts = (blocks + per_split - 1) // per_split
+        if EPILOGUE == 1:
+            store_tile(acc, c_ptr, pid_n * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
+                       gl.program_id(1), parts, SPLIT_K, True)
+        else:
+            _flagged_store_tile(acc, c_ptr, pid_n * BN, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
+                                gl.program_id(1), parts, SPLIT_K)
+
+
+@gluon.jit
+def _flagged_store_tile(acc, c_ptr, row0, n_rows, n_cols, stride_row, stride_col, ws_ptr, lock_ptr, tile, rank,
+                        parts, MAX_PARTS: gl.constexpr):
+    """store_tile's deterministic reduction with the counter taken first: the CTA that arrives last keeps
+    its partial in registers and waits for the others' flags (each set once that split's partial is stored),
+    so its own store, fence and read-back leave the tail. ``lock_ptr`` holds 1 + MAX_PARTS words a tile:
+    the counter, then a flag per rank (re-armed by the last). Rows in the paired order, as rsmma's."""
+    ROWS: gl.constexpr = acc.type.shape[0]
+    COLS: gl.constexpr = acc.type.shape[1]
+    SIZE: gl.constexpr = ROWS * COLS
+    LAYOUT: gl.constexpr = acc.type.layout
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, LAYOUT))
+    row = gl.expand_dims(row0 + rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2, 1)
+    col = gl.expand_dims(cols, 0)
+    slot = gl.expand_dims(rows, 1) * COLS + gl.expand_dims(cols, 0)
+    ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE) + slot
+    lock = lock_ptr + tile * (1 + MAX_PARTS)
+    arrived = gl.atomic_add(lock, 1, sem="acq_rel")
+    if arrived < parts - 1:
+        gl.store(ws_tile + rank * SIZE, acc)
+        gl.thread_barrier()  # every thread's partial is written before the flag's release
+        gl.atomic_xchg(lock + 1 + rank, 1, sem="release")
+    else:
+        total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT)
+        for r in range(parts):  # in rank order, as store_tile sums
+            if r != rank:
+                flag = gl.atomic_add(lock + 1 + r, 0, sem="acquire")
+                while flag == 0:
+                    flag = gl.atomic_add(lock + 1 + r, 0, sem="acquire")
+                total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
+            else:
+                total += acc
+        gl.store(c_ptr + row * stride_row + col * stride_col, total.to(gl.float16), mask=(row < n_rows) & (col < n_cols))
+        for r in range(parts):
+            gl.atomic_xchg(lock + 1 + r, 0, sem="relaxed")
+        gl.atomic_xchg(lock, 0, sem="relaxed")
 
 
 def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
@@ -122,17 +180,20 @@ def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_ro
             TensorDescriptor.from_tensor(scales, [scale_rows, BN], s_layout))
 
 
-def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0, BN: int = 64):
+def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0,
+                 EPILOGUE: int = 0, BN: int = 64):
     """A no-argument launch of ring_kernel over these operands (the panel copy made here, once)."""
     M, K = a.shape
     N = packed.shape[1]
     per_split = -(-(K // BK) // SPLIT_K)
     rows = 1 << (per_split - 1).bit_length() if SCALES == 2 else 1  # a power of two (zero-filled past K/G)
     descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN)
-    grid = (N // BN, SPLIT_K)
-    meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, num_warps=4,
-                maxnreg=maxnreg)
-    return lambda: ring_kernel[grid](*descs, out, out, out, M, N, K, out.stride(0), out.stride(1), **meta)
+    tiles = N // BN
+    ws = torch.empty(tiles * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
+    locks = torch.zeros(tiles * (1 + SPLIT_K), dtype=torch.int32, device=a.device)
+    meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, EPILOGUE=EPILOGUE,
+                num_warps=4, maxnreg=maxnreg)
+    return lambda: ring_kernel[(tiles, SPLIT_K)](*descs, out, ws, locks, M, N, K, out.stride(0), out.stride(1), **meta)
 
 
 def compile_probe(panel: bool):
@@ -143,12 +204,15 @@ def compile_probe(panel: bool):
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     got = {}
-    for form in (0, 1, 2):
-        descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if form == 2 else 1)
-        consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, SCALES=form, num_warps=4)
+    for scales_form, epilogue in ((0, 0), (1, 0), (2, 0), (1, 1), (1, 2)):
+        descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if scales_form == 2 else 1)
+        consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, SCALES=scales_form,
+                      EPILOGUE=epilogue, num_warps=4)
         compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
-        got[form] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in disassemble(compiled)),
-                         **resources(compiled))
+        sass = disassemble(compiled)
+        got[f"{scales_form}{epilogue}"] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                                              atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass),
+                                              **resources(compiled))
     return got
 
 # (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor)
@@ -194,7 +258,10 @@ def main(out_dir):
                  ("probe_base", [probe_launch(*c, **probe, panel=False) for c in ops.copies]),
                  ("probe_panel", [probe_launch(*c, **probe, panel=True) for c in ops.copies]),
                  ("probe_scales", [probe_launch(*c, **probe, panel=False, SCALES=1) for c in ops.copies]),
-                 ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]))
+                 ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]),
+                 ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]),
+                 ("probe_flagged_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=2)
+                                         for c in ops.copies]))
         for form, launches in forms:
             try:
                 if form in checks and not checks[form] < REL_TOL:
