@@ -166,7 +166,8 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
               for bn in ((64, 256) if family == "dqmma" else (64, 128))]
     if family == "dqmma":
         picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
-    else:  # the narrowest and widest token tiles (8 at M <= 8), one warp group and two, several CTAs an SM where offered
+    else:  # the narrowest and widest token tiles (8 at M <= 8 where offered), one warp group and two, several
+        # CTAs an SM where offered
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (8, 16, 32, 64, 256)]
         picks += [rng.choice([v for v in space if v.params["BN"] == bn] or space) for bn in (64, 128)]
         picks += [rng.choice(c) for c in ([v for v in space if v.params["CTAS"] == n] for n in (2, 3, 4)) if c]

@@ -145,7 +145,7 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            least = STREAM_K if (family, name) in (("dqmma", "SPLIT_K"), ("rsmma", "SPLIT_K")) else 1
+            least = STREAM_K if name == "SPLIT_K" and family in GLUON_FAMILIES else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)

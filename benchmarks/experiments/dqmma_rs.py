@@ -162,6 +162,13 @@ def launch_registers(WG: int) -> int:
     return min(232, 65536 // (32 * (4 * WG + 4)) // 8 * 8)
 
 
+def _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, scale_after=False) -> dict:
+    """The family kernel's constexprs for the frag32 layout (its fragment builder, rows in natural order)."""
+    return dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
+                WORDS=word_layout(BK, WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS,
+                SCALE_AFTER=scale_after, num_warps=4 * WG)
+
+
 def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128, **meta_overrides):
     """A no-argument callable running the kernel on these operands (for graph capture); ``meta_overrides``
     replace its meta-parameters (e.g. ``maxnreg`` for several CTAs an SM, ``PARTS`` for the ring alone)."""
@@ -172,9 +179,7 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     ws = torch.empty(tiles * SPLIT_K * BN * BM if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
-    meta = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
-                WORDS=word_layout(BK, WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=False, num_warps=4 * WG,
-                maxnreg=launch_registers(WG)) | meta_overrides
+    meta = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size) | dict(maxnreg=launch_registers(WG)) | meta_overrides
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
 
@@ -188,9 +193,7 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0, group_size=128
     a = torch.empty(BM, 4096, dtype=torch.float16)
     packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
-    consts = dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
-                  WORDS=word_layout(BK, WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS, SCALE_AFTER=bool(SCALE_AFTER),
-                  num_warps=4 * WG)
+    consts = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, bool(SCALE_AFTER))
     return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
                                            launch_registers(WG))
 

@@ -107,8 +107,8 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
         mbarrier.init(empty.index(j), count=1)
     mbarrier.init(s_bar.index(0), count=1)
     gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
-                        (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block,
-                                 n_blocks, K, PANEL, SCALES))], [1], [24])
+                        (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n,
+                                 first_block, n_blocks, K, PANEL, SCALES))], [1], [24])
     if EPILOGUE > 0:  # as rsmma's split-K launch writes its C^T tile [BN, BM]
         ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 16])
@@ -155,7 +155,8 @@ def _flagged_store_tile(acc, c_ptr, row0, n_rows, n_cols, stride_row, stride_col
                 total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
             else:
                 total += acc
-        gl.store(c_ptr + row * stride_row + col * stride_col, total.to(gl.float16), mask=(row < n_rows) & (col < n_cols))
+        gl.store(c_ptr + row * stride_row + col * stride_col, total.to(gl.float16),
+                 mask=(row < n_rows) & (col < n_cols))
         for r in range(parts):
             gl.atomic_xchg(lock + 1 + r, 0, sem="relaxed")
         gl.atomic_xchg(lock, 0, sem="relaxed")
@@ -176,7 +177,8 @@ def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_ro
 
     a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
     words = panel_copy(packed, BN) if panel else packed
-    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout), TensorDescriptor.from_tensor(words, [BK // 8, BN], p_layout),
+    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
+            TensorDescriptor.from_tensor(words, [BK // 8, BN], p_layout),
             TensorDescriptor.from_tensor(scales, [scale_rows, BN], s_layout))
 
 
