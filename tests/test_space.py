@@ -192,18 +192,21 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
     assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
     assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
-    # at M <= 32 the sweeps' winners (rows 58, 61, 64): one token tile of 16 or 32, BK=128, 3 CTAs an SM, 6
-    # stages, the fewest splits giving two CTAs per SM: 172 column tiles of 64 (N=11008) take 2, 64 (N=4096)
-    # take 4, 344 (N=22016) one
+    # at M <= 32 the sweeps' winners (rows 58, 61, 64, 67): one token tile of 8, 16 or 32, BK=128, 3 CTAs an
+    # SM, 6 stages, the fewest splits giving two CTAs per SM: 172 column tiles of 64 (N=11008) take 2, 64
+    # (N=4096) take 4, 344 (N=22016) one
     assert heuristic_variants(32, 11008, 4096, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk2.w4.s6.c3"
     assert heuristic_variants(32, 4096, 11008, 128, hopper)[0].id == "rsmma.bm32.bn64.bk128.sk4.w4.s6.c3"
-    assert heuristic_variants(8, 22016, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk1.w4.s6.c3"
+    assert heuristic_variants(8, 22016, 4096, 128, hopper)[0].id == "rsmma.bm8.bn64.bk128.sk1.w4.s6.c3"
     assert heuristic_variants(16, 11008, 4096, 128, hopper)[0].id == "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3"
     # stream-K (row 65) is searched, not seeded: it lost at every M <= 64 key of the _s29 anatomy
     assert "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3" in {v.id for v in variant_space(16, 11008, 4096, 128, hopper)}
-    # a token tile no wider than M needs (16 at least), and at most two of them under 64 tokens: each streams
-    # the weights again (32-token tiles are not offered above M=64, 16-token ones above M=32)
-    assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
+    # a token tile no wider than M needs (16 at least; 8 where one holds M), and at most two of them under 64
+    # tokens: each streams the weights again (32-token tiles are not offered above M=64, 16-token ones above
+    # M=32)
+    assert {v["BM"] for v in variant_space(1, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {8, 16}
+    assert {v["BM"] for v in variant_space(8, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {8, 16}
+    assert {v["BM"] for v in variant_space(9, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16}
     assert {v["BM"] for v in variant_space(24, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {16, 32}
     assert {v["BM"] for v in variant_space(48, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {32, 64}
     assert {v["BM"] for v in variant_space(96, 11008, 4096, 128, hopper) if v.family == "rsmma"} == {64, 128}

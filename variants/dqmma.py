@@ -39,7 +39,6 @@ the MMA, 2 the MMA without the unpack; wrong results.
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
 compiles it for sm_90 and checks its schedule, the GPU tests check its results.
 """
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
@@ -181,6 +180,19 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
 
 
 @gluon.jit
+def stream_k_segments(u0, n_units, blocks):
+    """Stream-K (also rsmma's): how many tiles a CTA's units [u0, u0 + n_units) touch, 0 for none."""
+    return ((u0 + n_units - 1) // blocks - u0 // blocks + 1) * (n_units > 0)
+
+
+@gluon.jit
+def stream_k_segment(seg, u0, n_units, blocks):
+    """Stream-K: the CTA's blocks [begin, end) of its ``seg``-th tile, counted from its first unit u0."""
+    tile = u0 // blocks + seg
+    return gl.maximum(tile * blocks, u0) - u0, gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
+
+
+@gluon.jit
 def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, ws_ptr, lock_ptr, tile, rank, parts,
                MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr):
     """C's tile from ``acc`` (also rsmma's): its rows at ``row0`` + r of the ``n_rows`` along ``stride_row``
@@ -267,12 +279,8 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
         # stream-K: one loop per tile segment, each written as it ends. A branch for the segment's end
         # inside the block loop made the compiler wait for every wgmma where the branch joins (row 49:
         # MMA-only 25.7 -> 35.1 us)
-        t_first = u0 // blocks
-        segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
-        for seg in range(segments):
-            tile = t_first + seg
-            begin = gl.maximum(tile * blocks, u0) - u0
-            end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
+        for seg in range(stream_k_segments(u0, n_units, blocks)):
+            begin, end = stream_k_segment(seg, u0, n_units, blocks)
             acc, rn, rm, rkb = _mma_blocks(gl.zeros([BM, BN], gl.float32, ACC), begin, end, PARTS, MMA_LOADS,
                                            a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, w_smem, ready, a_empty,
                                            p_empty, w_ready, w_empty, n_units, blocks, tiles_n, group, rn, rm, rkb)

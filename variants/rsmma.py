@@ -24,10 +24,11 @@ serves both; C^T's rows come out in that order and the epilogue writes each to i
 repacked layout made for the fragment, which would need a second copy of the weights.)
 
 Tile: BN = 16 x num_warps columns of W (64 or 128: the wgmma M, 64 a warp group), BM tokens (the wgmma
-N: 16 to 256), BK = 64 or 128 dividing the group size (one scale row per block). The scale is folded into
-the fp16 weights as dequantize does ((q - 8) exact in fp16, then one rounding by the scale), or, for 16-
-and 32-token tiles with the registers for it (SCALE_AFTER, rsmma_launch.scale_after, NOTES.md row 64),
-applied to each block's fp32 partial after its wgmma: BM/2 FFMA a block instead of 32 HMUL2.
+N: 8 to 256; 8 only where one tile holds M, NOTES.md row 67), BK = 64 or 128 dividing the group size (one
+scale row per block). The scale is folded into the fp16 weights as dequantize does ((q - 8) exact in
+fp16, then one rounding by the scale), or, for 8- to 32-token tiles with the registers for it
+(SCALE_AFTER, rsmma_launch.scale_after, NOTES.md rows 64 and 67), applied to each block's fp32 partial
+after its wgmma: BM/2 FFMA a block instead of 32 HMUL2.
 Split-K over whole blocks with the Triton families' deterministic reduction (fp32 partials in the tile's
 slot per split, summed in split order by the last to arrive), or stream-K (SPLIT_K=0, row 65): as many
 CTAs as run at once, each taking an equal run of all tiles' blocks across tile boundaries, its MMA
@@ -52,7 +53,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
-from .dqmma import _next_unit, _tile_epilogue, _unit
+from .dqmma import _next_unit, _tile_epilogue, _unit, stream_k_segment, stream_k_segments
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 # PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
@@ -231,12 +232,8 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
         # stream-K: the CTA's units cross tile boundaries; one loop per tile segment, each written as it
         # ends, while the loader streams the next segment's blocks (dqmma's form, row 49: a branch at the
         # segment's end inside one block loop made the compiler wait for every wgmma)
-        t_first = u0 // blocks
-        segments = ((u0 + n_units - 1) // blocks - t_first + 1) * (n_units > 0)
-        for seg in range(segments):
-            tile = t_first + seg
-            begin = gl.maximum(tile * blocks, u0) - u0
-            end = gl.minimum(tile * blocks + blocks, u0 + n_units) - u0
+        for seg in range(stream_k_segments(u0, n_units, blocks)):
+            begin, end = stream_k_segment(seg, u0, n_units, blocks)
             acc = _mma_segment(gl.zeros([BN, BM], gl.float32, ACC), begin, end, a_smem, p_smem, s_smem, ready, empty,
                                FRAGMENT, WORDS, FRAG, PARTS, SCALE_AFTER, PAIRED_ROWS)
             _tile_epilogue(acc, u0 + end - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n,

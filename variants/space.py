@@ -92,10 +92,10 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # 37.2 vs 29.1 us at M=128, 76.3 vs 46.0 at M=256 (their fp32 partials cost more than the idle SMs)
     # CTAS 2-4: several CTAs an SM (row 53), where their registers (rsmma_registers.MMA_REGISTERS) and rings fit
     # SPLIT_K=0 is stream-K: the CTAs that run at once (CTAS an SM) share all tiles' blocks evenly
-    # BM=8 (the wgmma's narrowest N, where one such tile holds M: A's TMA box then has fewer rows past M,
-    # which the TMA zero-fills slowly, row 66) is admitted by the rules and its registers are measured
-    # offline, but it joins this grid only once timed and tested on a GPU (NOTES.md, next session)
-    "rsmma": dict(BM=(16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
+    # BM=8 (the wgmma's narrowest N, where one such tile holds M: A's TMA box has fewer rows past M, which
+    # the TMA zero-fills slowly, row 66) with its partials scaled after the wgmma beat the table's 16-token
+    # picks at every M <= 8 key timed (row 67: 4096x22016 M=1 18.50 vs 21.21 us, 4096x12288 M=4 12.74 vs 14.34)
+    "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -547,10 +547,10 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         # with 8 stages or 128 with 5, and two splits where the tiles fill at most half the SMs (64 tiles:
         # 2 beat 1 and 4; 86 tiles: 1 beat 2 by 1.4x and 3 by 1.3x).
         if M <= 32:  # the _s26-_s28 sweeps' winners at M=2..32 (rows 58, 61, 64): one token tile of 16 or
-            # 32, BN=64, BK=128, the fewest splits that give two CTAs per SM (4096-wide layers 4, 11008 and
-            # 12288 2, 22016 1), 3 CTAs an SM (where the partials are scaled after the MMA, row 64) with 6
-            # stages; then 2 and 4 of them, then row 56's BK=64 probe winner
-            bm = 16 if M <= 16 else 32
+            # 32 (8 at M <= 8, row 67), BN=64, BK=128, the fewest splits that give two CTAs per SM (4096-wide
+            # layers 4, 11008 and 12288 2, 22016 1), 3 CTAs an SM (where the partials are scaled after the
+            # MMA, row 64) with 6 stages; then 2 and 4 of them, then row 56's BK=64 probe winner
+            bm = 8 if M <= 8 else 16 if M <= 16 else 32
             tiles = cdiv(N, 64)
             fill = next((sk for sk in (1, 2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
             # (stream-K, SPLIT_K=0, lost at every M <= 64 key of the _s29 anatomy, by 8-30%: row 65)

@@ -11,10 +11,10 @@ apart. Each key's table pick (base layout) is timed whole and as the ring alone,
   frag32 copy of the weights (dqmma_rs.py: int32 [K/32, N, 4], a block BK/32 rows of 1 KB), whole
   (checked against A @ dequantize(W); the fragment scaled before the wgmma, as frag32's scale-after
   form serializes) and as the ring alone. Its TMA box is 3-D with a 16-byte inner dimension;
-- probe_tail, probe_flagged_tail: the bare ring (base layout, scales per block) followed by the family's
-  split reduction of a zero tile (`store_tile`), or by `_flagged_store_tile`, which takes the counter
-  first so that the last split keeps its partial in registers: what the tail costs in the ring (row 66:
-  1.3-2.6 us in the family) and what one round trip less gives back;
+- probe_tail: the bare ring (base layout, scales per block) followed by the family's split reduction of
+  a zero tile (`store_tile`): what the tail costs in the ring (row 66: 1.3-2.6 us in the family). (A
+  form with the counter taken first, the last split keeping its partial in registers and waiting on the
+  others' flags, lost to it at 6 of 7 keys in the _s30 run, row 67, and was removed);
 - probe_base, probe_panel: a ring of this file's own (`ring_kernel`: a loader warp, consumer warps that
   only wait and free, A's tile and the packed block per stage, no scales), the same grid, stages and
   registers, reading the packed words as the base layout's 2-D box, or from a column-panel copy
@@ -85,9 +85,8 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
     block [BK/8, BN] per stage; its consumers only wait for each slot and free it. SCALES: 0 none, 1 the
     block's scale row [1, BN] in each stage (the family's way), 2 the CTA's rows in one [S, BN] box
     first (``s_desc``'s box). EPILOGUE, what a zero tile then goes through: 0 nothing, 1 the family's
-    split reduction (`store_tile`: each split's fp32 partial stored, a counter, the last reads them all),
-    2 `_flagged_store_tile` (the counter first: the last keeps its partial in registers). (The Gluon
-    families' signature, so that gluon_checks compiles it offline.)"""
+    split reduction (`store_tile`: each split's fp32 partial stored, a counter, the last reads them all).
+    (The Gluon families' signature, so that gluon_checks compiles it offline.)"""
     pid_n = gl.program_id(0)
     blocks = K // BK
     per_split = (blocks + SPLIT_K - 1) // SPLIT_K
@@ -114,52 +113,8 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
                                                       instr_shape=[16, BM, 16])
         acc = gl.zeros([BN, BM], gl.float32, ACC)
         parts = (blocks + per_split - 1) // per_split
-        if EPILOGUE == 1:
-            store_tile(acc, c_ptr, pid_n * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
-                       gl.program_id(1), parts, SPLIT_K, True)
-        else:
-            _flagged_store_tile(acc, c_ptr, pid_n * BN, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
-                                gl.program_id(1), parts, SPLIT_K)
-
-
-@gluon.jit
-def _flagged_store_tile(acc, c_ptr, row0, n_rows, n_cols, stride_row, stride_col, ws_ptr, lock_ptr, tile, rank,
-                        parts, MAX_PARTS: gl.constexpr):
-    """store_tile's deterministic reduction with the counter taken first: the CTA that arrives last keeps
-    its partial in registers and waits for the others' flags (each set once that split's partial is stored),
-    so its own store, fence and read-back leave the tail. ``lock_ptr`` holds 1 + MAX_PARTS words a tile:
-    the counter, then a flag per rank (re-armed by the last). Rows in the paired order, as rsmma's."""
-    ROWS: gl.constexpr = acc.type.shape[0]
-    COLS: gl.constexpr = acc.type.shape[1]
-    SIZE: gl.constexpr = ROWS * COLS
-    LAYOUT: gl.constexpr = acc.type.layout
-    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, LAYOUT))
-    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, LAYOUT))
-    row = gl.expand_dims(row0 + rows // 16 * 16 + rows % 8 * 2 + rows // 8 % 2, 1)
-    col = gl.expand_dims(cols, 0)
-    slot = gl.expand_dims(rows, 1) * COLS + gl.expand_dims(cols, 0)
-    ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE) + slot
-    lock = lock_ptr + tile * (1 + MAX_PARTS)
-    arrived = gl.atomic_add(lock, 1, sem="acq_rel")
-    if arrived < parts - 1:
-        gl.store(ws_tile + rank * SIZE, acc)
-        gl.thread_barrier()  # every thread's partial is written before the flag's release
-        gl.atomic_xchg(lock + 1 + rank, 1, sem="release")
-    else:
-        total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT)
-        for r in range(parts):  # in rank order, as store_tile sums
-            if r != rank:
-                flag = gl.atomic_add(lock + 1 + r, 0, sem="acquire")
-                while flag == 0:
-                    flag = gl.atomic_add(lock + 1 + r, 0, sem="acquire")
-                total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
-            else:
-                total += acc
-        gl.store(c_ptr + row * stride_row + col * stride_col, total.to(gl.float16),
-                 mask=(row < n_rows) & (col < n_cols))
-        for r in range(parts):
-            gl.atomic_xchg(lock + 1 + r, 0, sem="relaxed")
-        gl.atomic_xchg(lock, 0, sem="relaxed")
+        store_tile(acc, c_ptr, pid_n * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
+                   gl.program_id(1), parts, SPLIT_K, True)
 
 
 def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
@@ -192,7 +147,7 @@ def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel
     descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN)
     tiles = N // BN
     ws = torch.empty(tiles * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
-    locks = torch.zeros(tiles * (1 + SPLIT_K), dtype=torch.int32, device=a.device)
+    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, EPILOGUE=EPILOGUE,
                 num_warps=4, maxnreg=maxnreg)
     return lambda: ring_kernel[(tiles, SPLIT_K)](*descs, out, ws, locks, M, N, K, out.stride(0), out.stride(1), **meta)
@@ -206,7 +161,7 @@ def compile_probe(panel: bool):
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     got = {}
-    for scales_form, epilogue in ((0, 0), (1, 0), (2, 0), (1, 1), (1, 2)):
+    for scales_form, epilogue in ((0, 0), (1, 0), (2, 0), (1, 1)):
         descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if scales_form == 2 else 1)
         consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, SCALES=scales_form,
                       EPILOGUE=epilogue, num_warps=4)
@@ -261,9 +216,7 @@ def main(out_dir):
                  ("probe_panel", [probe_launch(*c, **probe, panel=True) for c in ops.copies]),
                  ("probe_scales", [probe_launch(*c, **probe, panel=False, SCALES=1) for c in ops.copies]),
                  ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]),
-                 ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]),
-                 ("probe_flagged_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=2)
-                                         for c in ops.copies]))
+                 ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]))
         for form, launches in forms:
             try:
                 if form in checks and not checks[form] < REL_TOL:

@@ -1,7 +1,8 @@
 """EXPERIMENT: what holds the rsmma family: under cuBLAS fp16 at M=96..256 (NOTES.md row 59) and over the
 streaming floor at M<=32 (row 63).
 
-    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M]      (on an sm_90 GPU: time, keys up to MAX_M)
+    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M [FORM,...]]  (on an sm_90 GPU: time, keys up to
+                                                                  MAX_M, all forms or those named)
     python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID (offline: the MMA-only schedule)
 
 Each key's table pick is timed as launched, then the same launch without a part:
@@ -23,7 +24,9 @@ Each key's table pick is timed as launched, then the same launch without a part:
   partial into C (a wrong result by design) instead of the reduction's store, fence, counter and reads
   at the end of every CTA: what that tail costs (row 66), whole and as the ring alone;
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
-  (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone;
+  (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
+  each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
+  rsmma_launch.scale_after gives its launch;
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
@@ -70,7 +73,7 @@ def compile_mma_only(variant_id: str) -> dict:
                 shared_loads=sum(op.startswith("LDS") for _, op, _ in sass), **resources(compiled))
 
 
-def main(out_dir, max_m=4096):
+def main(out_dir, max_m=4096, only=None):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
@@ -94,6 +97,8 @@ def main(out_dir, max_m=4096):
             if bm8 else None
         row["stream_k_rel_error"] = gluon_checks.relative_error_of(family_launch(stream_k),
                                                                    CheckInputs(M, N, K, 128, "cuda"))
+        row["bm8_after_rel_error"] = gluon_checks.relative_error_of(family_launch(bm8, SCALE_AFTER=True),
+                                                                    CheckInputs(M, N, K, 128, "cuda")) if bm8 else None
         forms = (("full", variant, {}), ("mma_only", variant, {"FRAGMENT": mma_only_fragment}),
                  ("no_a", variant, {"PARTS": MMA.value}), ("ring", variant, {"PARTS": A_COPY.value}),
                  ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
@@ -101,13 +106,16 @@ def main(out_dir, max_m=4096):
                  ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}),
                  ("no_reduction", variant, {"MAX_PARTS": 1}),
                  ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
-                 ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}))
+                 ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}),
+                 ("bm8_after", bm8, {"SCALE_AFTER": True}))
+        forms = tuple(form for form in forms if only is None or form[0] in only)
         for form, launched, overrides in forms:
             try:
                 if launched is None:  # a form that does not apply at this M
                     row[form] = None
                     continue
-                checked = {"full": err, "stream_k": row["stream_k_rel_error"], "bm8": row["bm8_rel_error"]}
+                checked = {"full": err, "stream_k": row["stream_k_rel_error"], "bm8": row["bm8_rel_error"],
+                           "bm8_after": row["bm8_after_rel_error"]}
                 if form in checked and not checked[form] < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {checked[form]:.3g}")
                 launch = family_launch(launched, **overrides)
@@ -135,4 +143,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(compile_mma_only(sys.argv[2])))
     else:
-        main(sys.argv[1], *map(int, sys.argv[2:3]))
+        main(sys.argv[1], *map(int, sys.argv[2:3]), *(set(forms.split(",")) for forms in sys.argv[3:4]))
