@@ -233,12 +233,29 @@ def test_layout_ring_probe_streams_what_the_familys_ring_streams():
     # the same boxes a stage: A's tile (two boxes: 256-byte rows at BK=128) and the packed block, then the
     # scale row (SCALES=1) or the CTA's scale rows in one box before the loop (SCALES=2), on the base layout
     # and the column-panel copy alike, with no spills at the family's 80 registers for 3 CTAs an SM.
-    # Its split-reduction epilogue (the family's, "11") counts with atomics, the ring alone with none.
+    # Its split-reduction epilogue (the family's, "11") counts with atomics, the ring alone with none; the
+    # sliced-K form ("11s": two warp groups a CTA, one CTA a tile where the family has two) streams the same
+    # boxes and sums its slices through shared memory, with no atomics.
     got = _compiled_offline("layout_ring.py", "--compile", "")
     for layout in ("base", "panel"):
-        assert [got[layout][form]["tma_loads"] for form in ("00", "10", "20", "11")] == [3, 4, 4, 4]
+        assert [got[layout][form]["tma_loads"] for form in ("00", "10", "20", "11", "11s")] == [3, 4, 4, 4, 4]
         assert all(form["local"] == 0 for form in got[layout].values())
         assert got[layout]["00"]["atomics"] == 0 and got[layout]["11"]["atomics"] > 0
+        assert got[layout]["11s"]["atomics"] == 0
+        assert got[layout]["11s"]["shared_stores"] > got[layout]["11"]["shared_stores"]
+
+
+def test_rsmma_sliced_streams_two_rings_and_reduces_across_ctas_only_where_a_split_is_left():
+    # rsmma_sliced.py (NOTES.md row 68): one loader warp fills two rings (a block's A tile in two boxes, its
+    # packed block and its scale row: 8 TMA loads in the loop), two copies of the family's MMA partition
+    # read them, no spills at 80 registers (two CTAs of 12 warps an SM), each block's partial scaled after
+    # its wgmma. Where the pick split K two ways no split is left (no atomics: the slices meet in shared
+    # memory); where it split four ways the family's reduction remains over two CTAs.
+    got = _compiled_offline("rsmma_sliced.py", "--compile", "")
+    two, four = got["rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"], got["rsmma.bm8.bn64.bk128.sk4.w4.s6.c3"]
+    for launch in (two, four):
+        assert launch["tma_loads"] == 8 and launch["local"] == 0 and launch["reg"] <= 80 and launch["scale_after"]
+    assert two["atomics"] == 0 and four["atomics"] > 0
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "rsmma.bm256.bn64.bk64.sk1.w4.s5"])

@@ -1,6 +1,6 @@
 """EXPERIMENT: does the weights' layout hold rsmma's ring over the streaming floor at small M (NOTES.md row 66)?
 
-    python benchmarks/experiments/layout_ring.py OUT_DIR        (on an sm_90 GPU)
+    python benchmarks/experiments/layout_ring.py OUT_DIR [FORM,...]   (on an sm_90 GPU: all forms or those named)
     python benchmarks/experiments/layout_ring.py --compile      (offline: the probe ring compiles for sm_90)
 
 The _s29 anatomy: at M <= 32 the TMA ring alone (no MMA) runs 1.5-3 us over the floor on 4096x11008,
@@ -15,6 +15,11 @@ apart. Each key's table pick (base layout) is timed whole and as the ring alone,
   a zero tile (`store_tile`): what the tail costs in the ring (row 66: 1.3-2.6 us in the family). (A
   form with the counter taken first, the last split keeping its partial in registers and waiting on the
   others' flags, lost to it at 6 of 7 keys in the _s30 run, row 67, and was removed);
+- probe_sliced_tail: the same ring with sliced K instead of half the splits: half as many CTAs along K,
+  each with two consumer warp groups taking its blocks in turn and summing their partials through shared
+  memory (no global round trip), then the family's tail over the CTAs left (none where the pick had two
+  splits; the ring rounded up to an even number of stages, so that each slot serves one slice): whether a
+  split inside the CTA costs less than one across CTAs;
 - probe_base, probe_panel: a ring of this file's own (`ring_kernel`: a loader warp, consumer warps that
   only wait and free, A's tile and the packed block per stage, no scales), the same grid, stages and
   registers, reading the packed words as the base layout's 2-D box, or from a column-panel copy
@@ -50,6 +55,42 @@ def _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES: gl.constexpr):
 
 
 @gluon.jit
+def _slice_acc(BN: gl.constexpr, BM: gl.constexpr):
+    """A slice's (zero) partial tile [BN, BM] in a warp group's wgmma accumulator layout, as rsmma's."""
+    return gl.zeros([BN, BM], gl.float32, gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                                    instr_shape=[16, BM, 16]))
+
+
+@gluon.jit
+def _consume_first_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES: gl.constexpr):
+    """Sliced K, the first of two consumer warp groups: the CTA's even blocks, then the second slice's
+    partial from shared memory added to its own; returns the CTA's tile."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    if SCALES == 2:
+        mbarrier.wait(s_bar.index(0), 0)
+    for i in range(0, n_blocks, 2):
+        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+        mbarrier.arrive(empty.index(i % STAGES))
+    acc = _slice_acc(p_smem.type.shape[2], a_smem.type.shape[1])
+    mbarrier.wait(red_bar.index(0), 0)
+    return (acc + red_smem.load(acc.type.layout),)
+
+
+@gluon.jit
+def _consume_second_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES: gl.constexpr):
+    """Sliced K, the second consumer warp group: the CTA's odd blocks, then its partial into shared memory
+    for the first (no global round trip)."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    if SCALES == 2:
+        mbarrier.wait(s_bar.index(0), 0)
+    for i in range(1, n_blocks, 2):
+        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
+        mbarrier.arrive(empty.index(i % STAGES))
+    red_smem.store(_slice_acc(p_smem.type.shape[2], a_smem.type.shape[1]))
+    mbarrier.arrive(red_bar.index(0))
+
+
+@gluon.jit
 def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block, n_blocks, K,
           PANEL: gl.constexpr, SCALES: gl.constexpr):
     STAGES: gl.constexpr = a_smem.type.shape[0]
@@ -80,12 +121,14 @@ def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, p
 def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                 STAGES: gl.constexpr, PANEL: gl.constexpr, SCALES: gl.constexpr, num_warps: gl.constexpr,
-                EPILOGUE: gl.constexpr = 0):
+                EPILOGUE: gl.constexpr = 0, SLICES: gl.constexpr = 1):
     """The TMA ring of rsmma's split-K grid (column tile, split) alone: A's [BM, BK] tile and the packed
     block [BK/8, BN] per stage; its consumers only wait for each slot and free it. SCALES: 0 none, 1 the
     block's scale row [1, BN] in each stage (the family's way), 2 the CTA's rows in one [S, BN] box
     first (``s_desc``'s box). EPILOGUE, what a zero tile then goes through: 0 nothing, 1 the family's
     split reduction (`store_tile`: each split's fp32 partial stored, a counter, the last reads them all).
+    SLICES=2: sliced K, two consumer warp groups taking the CTA's blocks in turn and summing their
+    partials through shared memory, then the epilogue over the SPLIT_K CTAs a tile as before.
     (The Gluon families' signature, so that gluon_checks compiles it offline.)"""
     pid_n = gl.program_id(0)
     blocks = K // BK
@@ -105,13 +148,27 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     mbarrier.init(s_bar.index(0), count=1)
-    gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
-                        (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n,
-                                 first_block, n_blocks, K, PANEL, SCALES))], [1], [24])
-    if EPILOGUE > 0:  # as rsmma's split-K launch writes its C^T tile [BN, BM]
+    if SLICES == 1:
+        gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
+                            (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n,
+                                     first_block, n_blocks, K, PANEL, SCALES))], [1], [24])
         ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 16])
         acc = gl.zeros([BN, BM], gl.float32, ACC)
+    else:
+        gl.static_assert(SLICES == 2 and num_warps == 4, "sliced K: two warp groups, the first the default partition")
+        # each slot serves one slice: with an odd ring a slice would wait on a slot's phase parity two uses
+        # ahead of it, which a pending use satisfies (a launch of 5 stages faulted on the H200)
+        gl.static_assert(STAGES % 2 == 0, "sliced K needs an even number of stages")
+        red_smem = gl.allocate_shared_memory(gl.float32, [BN, BM], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        red_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(red_bar.index(0), count=1)
+        (acc,) = gl.warp_specialize([
+            (_consume_first_slice, (a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES)),
+            (_consume_second_slice, (a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES)),
+            (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block,
+                     n_blocks, K, PANEL, SCALES))], [4, 1], [48, 24])
+    if EPILOGUE > 0:  # as rsmma's split-K launch writes its C^T tile [BN, BM]
         parts = (blocks + per_split - 1) // per_split
         store_tile(acc, c_ptr, pid_n * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
                    gl.program_id(1), parts, SPLIT_K, True)
@@ -138,8 +195,9 @@ def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_ro
 
 
 def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0,
-                 EPILOGUE: int = 0, BN: int = 64):
-    """A no-argument launch of ring_kernel over these operands (the panel copy made here, once)."""
+                 EPILOGUE: int = 0, BN: int = 64, SLICES: int = 1):
+    """A no-argument launch of ring_kernel over these operands (the panel copy made here, once); SPLIT_K is
+    the CTAs a tile (SLICES warp groups each)."""
     M, K = a.shape
     N = packed.shape[1]
     per_split = -(-(K // BK) // SPLIT_K)
@@ -149,7 +207,7 @@ def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel
     ws = torch.empty(tiles * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
     meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, EPILOGUE=EPILOGUE,
-                num_warps=4, maxnreg=maxnreg)
+                SLICES=SLICES, num_warps=4, maxnreg=maxnreg)
     return lambda: ring_kernel[(tiles, SPLIT_K)](*descs, out, ws, locks, M, N, K, out.stride(0), out.stride(1), **meta)
 
 
@@ -161,15 +219,16 @@ def compile_probe(panel: bool):
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     got = {}
-    for scales_form, epilogue in ((0, 0), (1, 0), (2, 0), (1, 1)):
+    for scales_form, epilogue, slices in ((0, 0, 1), (1, 0, 1), (2, 0, 1), (1, 1, 1), (1, 1, 2)):
         descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if scales_form == 2 else 1)
-        consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2, STAGES=6, PANEL=panel, SCALES=scales_form,
-                      EPILOGUE=epilogue, num_warps=4)
+        consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2 // slices, STAGES=6, PANEL=panel, SCALES=scales_form,
+                      EPILOGUE=epilogue, SLICES=slices, num_warps=4)
         compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
         sass = disassemble(compiled)
-        got[f"{scales_form}{epilogue}"] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
-                                              atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass),
-                                              **resources(compiled))
+        got[f"{scales_form}{epilogue}" + ("s" if slices == 2 else "")] = dict(
+            tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+            atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass),
+            shared_stores=sum(op.startswith("STS") for _, op, _ in sass), **resources(compiled))
     return got
 
 # (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor)
@@ -177,7 +236,7 @@ KEYS = [(1, 4096, 11008), (16, 4096, 11008), (16, 11008, 4096), (16, 4096, 4096)
         (32, 4096, 11008), (32, 11008, 4096)]
 
 
-def main(out_dir):
+def main(out_dir, only=None):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
@@ -199,15 +258,19 @@ def main(out_dir):
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         inputs = CheckInputs(M, N, K, 128, "cuda")
         ops = Operands(M, N, K, 128, info.l2_bytes)
-        frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies]
+        wanted = lambda form: only is None or form in only  # noqa: E731
+        frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies] if wanted("frag32") else []
 
         def frag32(a, packed, scales, out, **overrides):
             return launcher(a, pack_frag32(packed), scales, out, **config, **overrides)
 
-        checks = {"base": gluon_checks.relative_error_of(family_launch(variant), inputs),
-                  "frag32": gluon_checks.relative_error_of(frag32, inputs)}
+        checks = {"base": gluon_checks.relative_error_of(family_launch(variant), inputs)}
+        if wanted("frag32"):
+            checks["frag32"] = gluon_checks.relative_error_of(frag32, inputs)
         row.update({f"{name}_rel_error": err for name, err in checks.items()})
         probe = dict(BM=p["BM"], BK=p["BK"], STAGES=p["num_stages"], SPLIT_K=p["SPLIT_K"], maxnreg=config["maxnreg"])
+        # half the CTAs along K, an even ring (a stage more where the pick's is odd)
+        sliced = {**probe, "SPLIT_K": max(1, p["SPLIT_K"] // 2), "STAGES": p["num_stages"] + p["num_stages"] % 2}
         forms = (("base", [family_launch(variant)(*c) for c in ops.copies]),
                  ("ring_base", [family_launch(variant, PARTS=A_COPY.value)(*c) for c in ops.copies]),
                  ("frag32", [launcher(*c, **config) for c in frag]),
@@ -216,7 +279,10 @@ def main(out_dir):
                  ("probe_panel", [probe_launch(*c, **probe, panel=True) for c in ops.copies]),
                  ("probe_scales", [probe_launch(*c, **probe, panel=False, SCALES=1) for c in ops.copies]),
                  ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]),
-                 ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]))
+                 ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]),
+                 ("probe_sliced_tail", [probe_launch(*c, **sliced, panel=False, SCALES=1, EPILOGUE=1, SLICES=2)
+                                        for c in ops.copies]))
+        forms = tuple((form, launches) for form, launches in forms if wanted(form))
         for form, launches in forms:
             try:
                 if form in checks and not checks[form] < REL_TOL:
@@ -241,4 +307,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps({"base": compile_probe(False), "panel": compile_probe(True)}))
     else:
-        main(sys.argv[1])
+        main(sys.argv[1], *(set(forms.split(",")) for forms in sys.argv[2:3]))
