@@ -251,11 +251,18 @@ def test_rsmma_sliced_streams_two_rings_and_reduces_across_ctas_only_where_a_spl
     # read them, no spills at 80 registers (two CTAs of 12 warps an SM), each block's partial scaled after
     # its wgmma. Where the pick split K two ways no split is left (no atomics: the slices meet in shared
     # memory); where it split four ways the family's reduction remains over two CTAs.
+    # Its diagonal form (one 8-warp MMA partition, A's blocks of both K halves as one token tile of 2 BM)
+    # loads two of each box a block (A's two tiles, two packed boxes, two scale rows at BK=64: 6) and keeps
+    # one wgmma in flight at 80 registers for token tiles of 8 to 32, so its timing is of the form itself.
     got = _compiled_offline("rsmma_sliced.py", "--compile", "")
-    two, four = got["rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"], got["rsmma.bm8.bn64.bk128.sk4.w4.s6.c3"]
+    two, four = got["sliced"]["rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"], got["sliced"]["rsmma.bm8.bn64.bk128.sk4.w4.s6.c3"]
     for launch in (two, four):
         assert launch["tma_loads"] == 8 and launch["local"] == 0 and launch["reg"] <= 80 and launch["scale_after"]
     assert two["atomics"] == 0 and four["atomics"] > 0
+    for variant, launch in got["diag"].items():
+        assert launch["tma_loads"] == 6 and launch["local"] == 0 and launch["reg"] <= 80, variant
+        assert launch["waits"][:3] == ["gsb0, 0x1"] * 3 and set(launch["waits"][3:]) == {"gsb0, 0x0"}, variant
+        assert (launch["atomics"] > 0) == (".sk4." in variant), variant
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "rsmma.bm256.bn64.bk64.sk1.w4.s5"])
