@@ -45,11 +45,14 @@ from tunesearch.variants.dqmma import store_tile  # noqa: E402
 
 
 @gluon.jit
-def _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES: gl.constexpr):
+def _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES: gl.constexpr, FIRST: gl.constexpr = 0,
+             STEP: gl.constexpr = 1):
+    """Wait for blocks FIRST, FIRST + STEP, ... of the CTA's n_blocks and free their slots (a sliced-K
+    consumer takes every other block)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     if SCALES == 2:  # the CTA's scale rows, loaded once
         mbarrier.wait(s_bar.index(0), 0)
-    for i in range(n_blocks):
+    for i in range(FIRST, n_blocks, STEP):
         mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
         mbarrier.arrive(empty.index(i % STAGES))
 
@@ -65,12 +68,7 @@ def _slice_acc(BN: gl.constexpr, BM: gl.constexpr):
 def _consume_first_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES: gl.constexpr):
     """Sliced K, the first of two consumer warp groups: the CTA's even blocks, then the second slice's
     partial from shared memory added to its own; returns the CTA's tile."""
-    STAGES: gl.constexpr = a_smem.type.shape[0]
-    if SCALES == 2:
-        mbarrier.wait(s_bar.index(0), 0)
-    for i in range(0, n_blocks, 2):
-        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
-        mbarrier.arrive(empty.index(i % STAGES))
+    _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES, 0, 2)
     acc = _slice_acc(p_smem.type.shape[2], a_smem.type.shape[1])
     mbarrier.wait(red_bar.index(0), 0)
     return (acc + red_smem.load(acc.type.layout),)
@@ -80,12 +78,7 @@ def _consume_first_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar,
 def _consume_second_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES: gl.constexpr):
     """Sliced K, the second consumer warp group: the CTA's odd blocks, then its partial into shared memory
     for the first (no global round trip)."""
-    STAGES: gl.constexpr = a_smem.type.shape[0]
-    if SCALES == 2:
-        mbarrier.wait(s_bar.index(0), 0)
-    for i in range(1, n_blocks, 2):
-        mbarrier.wait(ready.index(i % STAGES), (i // STAGES) & 1)
-        mbarrier.arrive(empty.index(i % STAGES))
+    _consume(a_smem, ready, empty, s_bar, n_blocks, SCALES, 1, 2)
     red_smem.store(_slice_acc(p_smem.type.shape[2], a_smem.type.shape[1]))
     mbarrier.arrive(red_bar.index(0))
 

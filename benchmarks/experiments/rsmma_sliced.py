@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
-from tunesearch.variants.dqmma import _next_unit, _tile_epilogue, _unit  # noqa: E402
+from tunesearch.variants.dqmma import _issue_block, _next_unit, _tile_epilogue, _unit  # noqa: E402
 from tunesearch.variants.rsmma import ALL_PARTS, _mma_segment, fragment  # noqa: E402
 
 LOAD_REGS = gl.constexpr(24)  # the loaders only issue TMA (rsmma.LOAD_REGS)
@@ -86,19 +86,10 @@ def _second_slice(BN: gl.constexpr, BM: gl.constexpr, a_smem, p_smem, s_smem, re
 
 @gluon.jit
 def _issue(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, i, pid_n, pid_m, kb, group):
-    """rsmma's loader step: block i of a ring (unit (pid_n, pid_m, kb)) into its slot, once that is free."""
+    """Block i of a ring (unit (pid_n, pid_m, kb)) into its slot, once that is free: dqmma's TMA step."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
-    BM: gl.constexpr = a_smem.type.shape[1]
-    BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = p_smem.type.shape[2]
-    s = i % STAGES
-    mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
-    bar = ready.index(s)
-    k = kb * BK
-    mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-    tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-    tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+    mbarrier.wait(empty.index(i % STAGES), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
+    _issue_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, pid_n, pid_m, kb, group)
 
 
 @gluon.jit
@@ -183,16 +174,18 @@ def sliced_call(p: dict, a, packed, scales, out, maxnreg: int, group_size: int =
     return rsmma_sliced_kernel, (tiles_n, split_k, tiles_m), args, meta
 
 
-def sliced_launch(p: dict, maxnreg: int):
-    """gluon_checks' form of a launch: (a, packed, scales, out) -> a no-argument launch."""
+def form_launch(call, p: dict, maxnreg: int):
+    """gluon_checks' form of a launch of ``call``'s kernel (``sliced_call`` or ``diag_call``) for variant
+    parameters ``p``: (a, packed, scales, out) -> a no-argument launch."""
     def launch(a, packed, scales, out):
-        kernel, grid, args, meta = sliced_call(p, a, packed, scales, out, maxnreg)
+        kernel, grid, args, meta = call(p, a, packed, scales, out, maxnreg)
         return lambda: kernel[grid](*args, **meta)
     return launch
 
 
-def compile_sliced(variant_id: str, maxnreg: int, M: int = 16, N: int = 11008, K: int = 4096) -> dict:
-    """The sliced kernel of ``variant_id`` compiled for sm_90 offline: its wgmma waits, registers, spills, shared bytes."""
+def compile_form(call, variant_id: str, maxnreg: int, M: int = 16, N: int = 11008, K: int = 4096) -> dict:
+    """``call``'s kernel (``sliced_call`` or ``diag_call``) for ``variant_id`` compiled for sm_90 offline:
+    its wgmma waits, TMA loads, atomics, registers and spills."""
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
 
@@ -200,7 +193,7 @@ def compile_sliced(variant_id: str, maxnreg: int, M: int = 16, N: int = 11008, K
     packed = torch.empty(K // 8, N, dtype=torch.int32)
     scales = torch.empty(K // 128, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
-    kernel, _, args, meta = sliced_call(Variant.from_id(variant_id).params, a, packed, scales, out, maxnreg)
+    kernel, _, args, meta = call(Variant.from_id(variant_id).params, a, packed, scales, out, maxnreg)
     consts = {name: meta[name] for name in kernel.arg_names if name in meta}
     compiled = gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], maxnreg)
     sass = disassemble(compiled)
@@ -331,24 +324,6 @@ def diag_call(p: dict, a, packed, scales, out, maxnreg: int, group_size: int = 1
     return rsmma_diag_kernel, (tiles_n, split_k, tiles_m), args, meta
 
 
-def compile_diag(variant_id: str, maxnreg: int, M: int = 16, N: int = 11008, K: int = 4096) -> dict:
-    """The diagonal kernel of ``variant_id`` compiled for sm_90 offline."""
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
-    from tunesearch.variants import Variant
-
-    a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 8, N, dtype=torch.int32)
-    scales = torch.empty(K // 128, N, dtype=torch.float16)
-    out = torch.empty(M, N, dtype=torch.float16)
-    kernel, _, args, meta = diag_call(Variant.from_id(variant_id).params, a, packed, scales, out, maxnreg)
-    consts = {name: meta[name] for name in kernel.arg_names if name in meta}
-    compiled = gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], maxnreg)
-    sass = disassemble(compiled)
-    return dict(scale_after=meta["SCALE_AFTER"], waits=wgmma_waits(sass),
-                tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
-                atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass), **resources(compiled))
-
-
 # (M, K, N): keys whose pick splits K (two ways on the 11008- and 12288-wide layers, four on the 4096-wide)
 KEYS = [(1, 4096, 11008), (4, 4096, 12288), (8, 11008, 4096), (16, 4096, 11008), (16, 4096, 12288),
         (16, 11008, 4096), (32, 4096, 11008), (32, 4096, 12288)]
@@ -357,14 +332,6 @@ MAXNREG = 80  # two CTAs of 12 warps an SM (the family's 80 at three CTAs of 8)
 # tiles of up to 64 (rsmma_registers: 128x64x64 needs 72), and 8 stages (12.3 KB a stage at 2 x 32 tokens:
 # two CTAs' rings fit an SM)
 DIAG = dict(BK=64, num_stages=8)
-
-
-def diag_launch(p: dict, maxnreg: int = MAXNREG):
-    """gluon_checks' form of a launch of the diagonal kernel: (a, packed, scales, out) -> a no-argument launch."""
-    def launch(a, packed, scales, out):
-        kernel, grid, args, meta = diag_call(p, a, packed, scales, out, maxnreg)
-        return lambda: kernel[grid](*args, **meta)
-    return launch
 
 
 def main(out_dir):
@@ -382,7 +349,7 @@ def main(out_dir):
         row = dict(M=M, K=K, N=N, variant=variant.id, diag=diag,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         inputs = CheckInputs(M, N, K, 128, "cuda")
-        launches = {"pick": family_launch(variant), "diag": diag_launch(diag)}
+        launches = {"pick": family_launch(variant), "diag": form_launch(diag_call, diag, MAXNREG)}
         ops = Operands(M, N, K, 128, info.l2_bytes)
         for form, launch in launches.items():
             try:
@@ -406,9 +373,9 @@ def main(out_dir):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
-        sliced = {v: compile_sliced(v, MAXNREG) for v in ("rsmma.bm16.bn64.bk128.sk2.w4.s5.c3",
+        sliced = {v: compile_form(sliced_call, v, MAXNREG) for v in ("rsmma.bm16.bn64.bk128.sk2.w4.s5.c3",
                                                           "rsmma.bm8.bn64.bk128.sk4.w4.s6.c3")}
-        diag = {v: compile_diag(v, MAXNREG) for v in ("rsmma.bm8.bn64.bk64.sk2.w4.s8.c3", "rsmma.bm16.bn64.bk64.sk4.w4.s8.c3",
+        diag = {v: compile_form(diag_call, v, MAXNREG) for v in ("rsmma.bm8.bn64.bk64.sk2.w4.s8.c3", "rsmma.bm16.bn64.bk64.sk4.w4.s8.c3",
                                                       "rsmma.bm32.bn64.bk64.sk2.w4.s8.c3")}
         print(json.dumps(dict(sliced=sliced, diag=diag)))
     else:
