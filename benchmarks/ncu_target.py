@@ -1,9 +1,10 @@
 """A process for Nsight Compute to profile: one variant launched a few times on one key.
 
     ncu --clock-control none -k regex:swapab --launch-skip 3 --launch-count 1 --section ... \\
-        python3 benchmarks/ncu_target.py VARIANT_ID MxKxN [k16|k32]
+        python3 benchmarks/ncu_target.py VARIANT_ID MxKxN [k16|k32|frag32]
 With k16 or k32 a swapab variant runs as the layout experiment's kernel on weights repacked to that
-layout (benchmarks/experiments/layout_k16.py). ncu flushes the caches before each profiled launch
+layout (benchmarks/experiments/layout_k16.py); with frag32 an rsmma variant on weights repacked to frag32
+(benchmarks/experiments/frag32.py). ncu flushes the caches before each profiled launch
 (its default --cache-control all), so the weights come from HBM as they do in the rotated timing.
 """
 import sys
@@ -21,7 +22,11 @@ def main(vid, key, layout=None):
     M, K, N = (int(x) for x in key.split("x"))
     variant = Variant.from_id(vid)
     inputs = CheckInputs(M, N, K, 128, "cuda")
-    if layout:
+    if layout == "frag32":  # an rsmma variant on weights repacked to frag32 (benchmarks/experiments/frag32.py)
+        from benchmarks.experiments.frag32 import frag32_launch
+
+        launch = frag32_launch(variant)(inputs.a, inputs.packed, inputs.scales, inputs.out)
+    elif layout:
         from benchmarks.experiments.layout_k16 import planes_launcher, repack_planes
 
         plane = {"k16": 16, "k32": 32}[layout]

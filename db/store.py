@@ -175,14 +175,14 @@ class Store:
 
     def best_trials(self, gpu: str | None = None, code_of=None) -> list[Trial]:
         """The fastest ok trial per (GPU, N, K, G, layout, M): of any code version, or with ``code_of``
-        (family -> kernel code) only those measured with their family's code."""
+        ((family, layout) -> kernel code) only those measured with their family's code."""
         best: dict[tuple, Trial] = {}
         with self.session() as s:
             q = select(Trial).filter_by(status="ok")
             if gpu:
                 q = q.filter_by(gpu_name=gpu)
             for t in s.scalars(q):
-                if code_of is not None and t.code_version != code_of(t.family):
+                if code_of is not None and t.code_version != code_of(t.family, t.layout):
                     continue
                 key = (t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m)
                 if key not in best or t.us < best[key].us:

@@ -196,5 +196,90 @@ def test_packaged_tables_were_timed_with_this_trees_kernels():
     stale = [(gpu, shape, b["m_max"], b["variant"]["id"], b["code"])
              for gpu, entry in packaged_tables()["gpus"].items()
              for shape, table in entry["shapes"].items() for b in table["buckets"]
-             if b["code"] != family_code(b["variant"]["family"], code_version())]
+             if b["code"] != family_code(b["variant"]["family"], code_version(), table.get("layout", "base"))]
     assert not stale, stale[:5]
+
+
+# -- weight layouts ------------------------------------------------------------------------------
+
+def test_a_shape_keeps_the_layout_with_the_lowest_geometric_mean_over_every_m():
+    from tunesearch.export import choose_layout
+
+    # 10% faster at M=1 outweighs 5% slower at M=4096, though the latter is far more microseconds
+    assert choose_layout({"base": {1: 10.0, 4096: 1000.0}, "frag32": {1: 9.0, 4096: 1050.0}}) == "frag32"
+    assert choose_layout({"base": {1: 10.0, 4096: 1000.0}, "frag32": {1: 9.9, 4096: 1050.0}}) == "base"
+    # a layout missing an M bucket cannot serve the shape; a tie keeps base
+    assert choose_layout({"base": {1: 10.0, 64: 30.0}, "frag32": {1: 5.0}}) == "base"
+    assert choose_layout({"base": {1: 10.0}, "frag32": {1: 10.0}}) == "base"
+    assert choose_layout({"frag32": {1: 10.0}}) == "frag32"
+
+
+@pytest.fixture
+def frag32_table(tmp_path):
+    """256x72 timed in both layouts, faster in frag32 (dequant reads it: it runs in the interpreter);
+    128x40 in base only."""
+    store = Store(f"sqlite:///{tmp_path}/d.db")
+    store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
+                          driver="none", torch_version="x", triton_version="3.6.0",
+                          datasheet_bandwidth=None), 1e9)
+    for m, base_vid, us in ((1, "gemv.bm1.bn64.bk64.sk2.w4.s1", 10.0), (64, "dequant.bk64.bn64.w4", 30.0)):
+        add(store, m, 72, 256, base_vid, us)
+        v = Variant.from_id("dequant.bk32.bn64.w4")
+        store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=72, k=256, group_size=64, layout="frag32",
+                              variant_id=v.id, family=v.family, params=v.params, code_version="c0",
+                              status="ok", us=us * 0.9, roofline_frac=0.5, speedup_fp16=2.0,
+                              versions={"triton": "3.6.0", "torch": "x"}))
+    add(store, 1, 40, 128, "gemv.bm1.bn64.bk32.sk4.w4.s1", 3.0)
+    path = tmp_path / "dispatch.json"
+    export(store, path)
+    return path
+
+
+def test_export_keeps_one_layout_a_shape_and_says_what_it_was_chosen_against(frag32_table):
+    shapes = json.loads(frag32_table.read_text())["gpus"][GPU]["shapes"]
+    assert shapes["256x72"]["layout"] == "frag32"
+    assert [b["variant"]["id"] for b in shapes["256x72"]["buckets"]] == ["dequant.bk32.bn64.w4"] * 2
+    assert shapes["256x72"]["other_layouts"] == {"base": {"1": 10.0, "64": 30.0}}
+    assert shapes["128x40"]["layout"] == "base" and "other_layouts" not in shapes["128x40"]
+
+
+def test_prepare_stores_weights_in_the_tables_layout_and_both_layouts_compute_the_product(
+        frag32_table, kernel_device, caplog):
+    from tunesearch.variants.layout import layout_of
+
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter table's GPU name is not this GPU")
+    mm = load_dispatch(frag32_table, group_size=64)
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    prepared = mm.prepare(packed, scales)
+    assert prepared.shape == (256 // 32, 4 * 72) and layout_of(prepared, scales) == "frag32"
+    assert mm.prepare(prepared, scales) is prepared  # already there
+    other, other_scales = quantize_pack(torch.randn(128, 40), 64)
+    assert mm.prepare(other, other_scales) is other  # a base-layout shape stays as it is
+    a = torch.randn(3, 256).half()
+    ref = a.float() @ dequantize(packed, scales, 64).float()
+    assert mm.resolve(3, 72, 256, a.device, "frag32") == Variant.from_id("dequant.bk32.bn64.w4")
+    for out in (mm(a, prepared, scales), mm.op(a, prepared, scales)):
+        assert out.shape == (3, 72) and (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
+    with caplog.at_level(logging.WARNING, logger="tunesearch"):  # base weights: still right, and told once
+        for _ in range(2):
+            out = mm(a, packed, scales)
+            assert (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
+            mm(torch.randn(5, 256).half(), packed, scales)
+    assert sum("mm.prepare" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_tables_of_the_first_schema_are_read_as_base_layout(tmp_path, table):
+    data = json.loads(table.read_text())
+    data["schema"] = "tunesearch.dispatch/1"
+    for shape in data["gpus"][GPU]["shapes"].values():
+        del shape["layout"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    mm = load_dispatch(old, group_size=64)
+    assert mm.layout_for(72, 256, torch.device("cpu")) == "base"
+    bad = json.loads(table.read_text())
+    bad["gpus"][GPU]["shapes"]["256x72"]["layout"] = "k16"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(DispatchError, match="unknown layout 'k16'"):
+        load_dispatch(tmp_path / "bad.json", group_size=64)

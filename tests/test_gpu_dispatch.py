@@ -25,16 +25,19 @@ def mm():
 def test_dispatch_matches_reference_for_every_m(mm, K, N):
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     w = dequantize(packed, scales, 128).float()
+    prepared = mm.prepare(packed, scales)  # in the layout the table keeps this shape in
     for M in MS:
         a = torch.randn(M, K, device="cuda").half()
-        err = relative_error(mm(a, packed, scales), a.float() @ w)
-        assert err < 2e-3, f"K={K} N={N} M={M}: {mm.resolve(M, N, K, a.device)} error {err:.3g}"
+        for weights in dict.fromkeys((prepared, packed), None):  # and base-layout weights, if not the same
+            err = relative_error(mm(a, weights, scales), a.float() @ w)
+            assert err < 2e-3, f"K={K} N={N} M={M} {tuple(weights.shape)}: error {err:.3g}"
 
 
 @pytest.mark.gpu
 def test_dispatch_in_a_cuda_graph_and_torch_compile(mm):
     K, N = 4096, 11008
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    packed = mm.prepare(packed, scales)
     for M in (1, 16, 256):
         a = torch.randn(M, K, device="cuda").half()
         eager = mm.op(a, packed, scales)

@@ -135,17 +135,18 @@ DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128),
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("family", ["dqmma", "rsmma"])
+@pytest.mark.parametrize("family,layout", [("dqmma", "base"), ("rsmma", "base"), ("rsmma", "frag32")])
 @pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
-def test_gluon_family_on_gpu(M, K, N, G, family):
+def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     """The Gluon families (no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
     contiguous, transposed and misaligned activations (TMA then reads an aligned copy), through the
     dispatch launcher, and with misaligned weight views; their split reductions bitwise the same on
-    every run."""
+    every run. rsmma also on weights in layout frag32 (NOTES.md row 69)."""
     import torch
 
     from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
     from tunesearch.variants.api import make_launcher
+    from tunesearch.variants.layout import to_layout
 
     from tunesearch.variants.space import DQMMA_M, RSMMA_M
 
@@ -155,10 +156,10 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
     lo, hi = DQMMA_M if family == "dqmma" else RSMMA_M
     if not lo <= M <= hi:
         pytest.skip(f"{family} is offered at M = {lo}..{hi}, not {M}")
-    space = [v for v in variant_space(M, N, K, G, device=0) if v.family == family]
+    space = [v for v in variant_space(M, N, K, G, device=0, layout=layout) if v.family == family]
     assert space
     rng = random.Random(f"{family}-{M}-{K}-{N}-{G}")
-    picks = [v for v in heuristic_variants(M, N, K, G, device=0) if v.family == family]
+    picks = [v for v in heuristic_variants(M, N, K, G, device=0, layout=layout) if v.family == family]
     split = [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
     picks += split
     # stream-K (SPLIT_K=0) at the narrowest and widest column tiles
@@ -181,6 +182,7 @@ def test_gluon_family_on_gpu(M, K, N, G, family):
     packed, scales = packed.cuda(), scales.cuda()
     a = torch.randn(M, K, generator=gen).half().cuda()
     ref = a.float() @ dequantize(packed, scales, G).float()
+    packed = to_layout(packed, layout)
     views = {"contiguous": a, "transposed": a.t().contiguous().t(),
              "misaligned": torch.cat([a.new_zeros(M, 1), a], 1)[:, 1:]}
     failures = []

@@ -213,6 +213,34 @@ def test_dequant_then_matmul_family(variant_id, kernel_device):
     run_checked(variant, a, packed, scales, G, ref)
 
 
+@pytest.mark.parametrize("variant_id,N", [("dequant.bk32.bn64.w4", 200), ("dequant.bk64.bn256.w4", 520),
+                                          ("dequant.bk128.bn128.w8", 72)])
+def test_dequant_reads_frag32_weights(variant_id, N, kernel_device):
+    # The dequant family on weights kept in layout frag32 (its own dequantizer, variants/dequant_frag32.py):
+    # the same product as on the base layout, N past the last column tile, BK of one to four chunks.
+    from tunesearch.variants.layout import to_layout
+
+    M, K, G = 33, 256, 64
+    a, packed, scales, ref = make_problem(M, N, K, G, kernel_device, seed=31)
+    variant = Variant.from_id(variant_id)
+    assert variant_error(variant, M, N, K, G, layout="frag32") is None
+    run_checked(variant, a, to_layout(packed, "frag32"), scales, G, ref)
+
+
+@pytest.mark.parametrize("variant_id", ["gemv.bm1.bn64.bk64.sk2.w4.s1", "swapab.bm16.bn64.bk128.sk2.w4.s3",
+                                        "dqchunk.bk32.bn128.mb1.w4", "gemm.bm16.bn32.bk64.g1.w4.s2"])
+def test_families_that_read_only_the_base_layout_refuse_frag32(variant_id, kernel_device):
+    from tunesearch.variants.layout import to_layout
+
+    M, N, K, G = 1, 72, 256, 128
+    variant = Variant.from_id(variant_id)
+    assert "does not read weights in layout 'frag32'" in variant_error(variant, M, N, K, G, layout="frag32")
+    assert variant_error(variant, M, N, K, G) is None
+    a, packed, scales, _ = make_problem(M, N, K, G, kernel_device, seed=32)
+    with pytest.raises(ValueError, match="layout 'frag32'"):
+        matmul(a, to_layout(packed, "frag32"), scales, variant, G)
+
+
 def test_dequant_in_chunks_covers_every_column(kernel_device):
     # 1 MB of fp16 at K=256 is 2048 columns: N=2200 takes a full chunk and a 152-column tail
     M, N, K, G = 33, 2200, 256, 64

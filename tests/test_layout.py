@@ -105,3 +105,56 @@ def test_pack_linear_uses_the_transposed_weight():
     assert ((deq - linear.weight.detach().t()).abs() <= step * 0.5 + 1e-4).all()
     with pytest.raises(ValueError, match="Linear"):
         pack_linear(torch.nn.Conv1d(1, 1, 1))
+
+
+# -- layout frag32 ---------------------------------------------------------------------------------
+
+def test_frag32_layout_is_the_register_fragments_k_order():
+    """Word t of each column's 32-deep chunk holds the k that thread t of a quad holds in the wgmma's
+    register operand, k = 2t, 2t+1, 2t+8, 2t+9 of each 16-deep step, pair i at nibble positions i and
+    i + 4; a column pair's words are adjacent (offset 8p + 2t + h for column 2p + h). Written out by hand
+    here, then the packer and unpacker (the specification) checked against it and each other."""
+    from tunesearch.variants.layout import frag32_k, pack_frag32, unpack_frag32
+
+    fragment = [[0, 8, 16, 24, 1, 9, 17, 25], [2, 10, 18, 26, 3, 11, 19, 27],
+                [4, 12, 20, 28, 5, 13, 21, 29], [6, 14, 22, 30, 7, 15, 23, 31]]
+    assert frag32_k().tolist() == fragment
+    packed, _ = quantize_pack(torch.randn(256, 24, generator=torch.Generator().manual_seed(0)), 128)
+    codes = unpack(packed)
+    packed_f = pack_frag32(packed)
+    assert packed_f.shape == (256 // 32, 4 * 24) and packed_f.dtype == torch.int32
+    assert torch.equal(unpack_frag32(packed_f), codes)
+    for c, n, t in [(0, 0, 0), (3, 5, 1), (7, 23, 3), (2, 10, 2)]:  # a word's nibbles, one by one
+        word = int(packed_f[c, 8 * (n // 2) + 2 * t + n % 2]) & 0xFFFFFFFF
+        assert [(word >> 4 * p) & 0xF for p in range(8)] == [int(codes[32 * c + k, n]) for k in fragment[t]]
+
+
+@settings(max_examples=20, deadline=None)
+@given(chunks=st.integers(1, 5), pairs=st.integers(1, 6), seed=st.integers(0, 2**31 - 1))
+def test_frag32_round_trips_and_dequantizes_as_the_base_layout(chunks, pairs, seed):
+    from tunesearch.variants.layout import check_packed, layout_of, to_layout, unpack_frag32
+
+    gen = torch.Generator().manual_seed(seed)
+    k, n = 32 * chunks, 2 * pairs
+    codes = torch.randint(0, 16, (k, n), generator=gen, dtype=torch.int32)
+    packed = pack_codes(codes)
+    scales = (torch.rand(k // 32, n, generator=gen) + 0.5).half()
+    packed_f = to_layout(packed, "frag32")
+    assert torch.equal(unpack_frag32(packed_f), codes)
+    assert layout_of(packed, scales) == "base" and layout_of(packed_f, scales) == "frag32"
+    assert check_packed(packed_f, scales, 32) == check_packed(packed, scales, 32) == (k, n)
+    assert torch.equal(dequantize(packed_f, scales, 32), dequantize(packed, scales, 32))
+    assert to_layout(packed, "base") is packed
+
+
+def test_frag32_refuses_what_it_cannot_hold():
+    from tunesearch.variants.layout import check_packed, pack_frag32, to_layout
+
+    with pytest.raises(ValueError, match="multiple of 32"):
+        pack_frag32(torch.zeros(2, 4, dtype=torch.int32))  # K = 16
+    with pytest.raises(ValueError, match="N even"):
+        pack_frag32(torch.zeros(4, 3, dtype=torch.int32))
+    with pytest.raises(ValueError, match="unknown weight layout 'k16'"):
+        to_layout(torch.zeros(4, 4, dtype=torch.int32), "k16")
+    with pytest.raises(ValueError, match="scales must be"):  # frag32 words for K=64, scales for another K
+        check_packed(torch.zeros(2, 16, dtype=torch.int32), torch.ones(1, 4, dtype=torch.float16), 32)

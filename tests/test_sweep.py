@@ -81,6 +81,35 @@ def test_families_restricts_the_search_and_leaves_the_others(tmp_path, interp):
             tiny(**bad)
 
 
+def test_layouts_time_each_key_in_each_layout_with_the_families_that_read_it(tmp_path, interp):
+    # frag32 is read by rsmma (not in the interpreter) and dequant (searched from M=32): its M=1 key has
+    # nothing to time, its M=32 key only dequant; the export keeps base for the shape, the only layout
+    # timed at every M
+    from tunesearch.export import build_table
+
+    url = f"sqlite:///{tmp_path}/ts.db"
+    settings = SweepSettings(shapes=[(256, 72)], ms=[1, 32], group_size=64, trials=3, interpret_test=True,
+                             layouts=("base", "frag32"))
+    result = run_sweep(Store(url), settings)
+    trials = Store(url).trials()
+    frag32 = [t for t in trials if t.layout == "frag32"]
+    assert result.status == "done" and len(frag32) == 3
+    assert {(t.m, t.family) for t in frag32} == {(32, "dequant")}
+    assert all(t.status == "ok" and t.code_version.count("+") == 1 for t in frag32)  # keyed with its dequantizer
+    assert {t.layout for t in trials if t.m == 1} == {"base"}
+    shape = build_table(Store(url))["gpus"]["interpreter-test"]["shapes"]["256x72"]
+    assert shape["layout"] == "base" and set(shape["other_layouts"]) == {"frag32"}
+    # a key's first trial in frag32 is the base key's fastest variant of the same family
+    twin_url = f"sqlite:///{tmp_path}/twin.db"
+    run_sweep(Store(twin_url), SweepSettings(shapes=[(256, 72)], ms=[32], group_size=64, trials=2,
+                                             interpret_test=True, layouts=("base", "frag32"), families=("dequant",)))
+    twin = Store(twin_url).trials()
+    fastest_base = min((t for t in twin if t.layout == "base"), key=lambda t: t.us)
+    assert [t for t in twin if t.layout == "frag32"][0].variant_id == fastest_base.variant_id
+    with pytest.raises(ValueError, match="unknown layouts k16"):
+        SweepSettings(shapes=[(256, 72)], ms=[1], layouts=("base", "k16"))
+
+
 def test_time_budget_stops_the_sweep(tmp_path, interp):
     store = Store(f"sqlite:///{tmp_path}/ts.db")
     result = run_sweep(store, tiny(time_budget=1e-6))

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import torch
 
 from tunesearch.variants import Variant, dequantize, matmul, quantize_pack
-from tunesearch.variants.layout import check_group_size
+from tunesearch.variants.layout import CHUNK, check_group_size, to_layout
 
 REL_TOL = 2e-3
 L2_FACTOR = 3
@@ -48,18 +48,20 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 class CheckInputs:
     """Fresh random inputs for one key and their dequantized fp32 reference (``seed`` makes them
-    reproducible; they are drawn on the device otherwise, which is faster at llama sizes)."""
+    reproducible; they are drawn on the device otherwise, which is faster at llama sizes), the weights
+    stored in ``layout``."""
 
-    def __init__(self, M, N, K, G, device, seed: int | None = None):
+    def __init__(self, M, N, K, G, device, seed: int | None = None, layout: str = "base"):
         gen = None
         if seed is not None:
             gen = torch.Generator(device=device)
             gen.manual_seed(seed)
         w = torch.randn(K, N, device=device, generator=gen)
         self.G = G
-        self.packed, self.scales = quantize_pack(w, G)
+        packed, self.scales = quantize_pack(w, G)
         self.a = torch.randn(M, K, device=device, generator=gen).half()
-        self.ref = self.a.float() @ dequantize(self.packed, self.scales, G).float()
+        self.ref = self.a.float() @ dequantize(packed, self.scales, G).float()  # from the base layout
+        self.packed = to_layout(packed, layout)
         self.out = torch.empty(M, N, dtype=torch.float16, device=device)
 
     def check(self, variant: Variant) -> float:
@@ -115,15 +117,19 @@ def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup:
 
 
 class Operands:
-    """Rotated copies of random W4A16 operands for one (M, N, K, G), spanning > 3x L2."""
+    """Rotated copies of random W4A16 operands for one (M, N, K, G), spanning > 3x L2; random words are
+    random codes in any layout, so ``layout`` only shapes them ([K/32, 4N] for frag32)."""
 
-    def __init__(self, M: int, N: int, K: int, group_size: int, l2_bytes: int, device="cuda"):
+    def __init__(self, M: int, N: int, K: int, group_size: int, l2_bytes: int, device="cuda",
+                 layout: str = "base"):
         check_group_size(K, group_size)
         self.shape = (M, N, K, group_size)
         n = copies_to_defeat_l2(kernel_bytes(M, N, K, group_size), l2_bytes)
         self.copies = []
         for _ in range(n):
             packed = torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device=device)
+            if layout == "frag32":
+                packed = packed.view(K // CHUNK, 4 * N)
             scales = (torch.rand(K // group_size, N, device=device) * 0.01 + 0.001).half()
             a = torch.randn(M, K, device=device, dtype=torch.float16)
             out = torch.empty(M, N, device=device, dtype=torch.float16)

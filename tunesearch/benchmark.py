@@ -21,9 +21,9 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
     from tunesearch.variants.api import launch
 
     a = torch.randn(1, K, device="cuda", dtype=torch.float16)
-    packed = torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device="cuda")
     scales = torch.full((K // mm.group_size, N), 0.01, dtype=torch.float16, device="cuda")
-    variant = mm.resolve(1, N, K, a.device)
+    packed = mm.prepare(torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device="cuda"), scales)
+    variant = mm.resolve(1, N, K, a.device, mm.layout_for(N, K, a.device))
     out = torch.empty(1, N, dtype=torch.float16, device="cuda")
     result = {}
     for name, call in (("triton_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),
@@ -44,14 +44,15 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
 def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replays: int,
                 l2_bytes: int, bw: float, floor_us: float) -> dict:
     """One (shape, M) row: correctness of the dispatched kernel, its time, fp16 and the peers."""
-    ops = Operands(M, N, K, group_size, l2_bytes)
+    layout = mm.layout_for(N, K, torch.device("cuda"))  # the weights as the table keeps them, repacked once
+    ops = Operands(M, N, K, group_size, l2_bytes, layout=layout)
     # correctness of the dispatched kernel on this key, against dequantize-then-matmul
-    chk = CheckInputs(M, N, K, group_size, "cuda")
+    chk = CheckInputs(M, N, K, group_size, "cuda", layout=layout)
     err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
-    variant = mm.resolve(M, N, K, chk.a.device)
+    variant = mm.resolve(M, N, K, chk.a.device, layout)
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
     del ops, chk
-    row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference",
+    row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference", layout=layout,
                rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
                stream_floor_us=floor_us if M == 1 else None,
                roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,

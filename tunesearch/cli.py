@@ -50,13 +50,16 @@ class _Progress:
                             TimeElapsedColumn(), TimeRemainingColumn(), console=console)
         self.tasks = {}
         self.ms = settings.ms
+        self.layouts = set()
         self.trials = 0
 
     def start_key(self, key):
         shape = (key.k, key.n)
         if shape not in self.tasks:
             self.tasks[shape] = self.bar.add_task(f"{key.k}x{key.n}", total=len(self.ms))
-        self.bar.update(self.tasks[shape], description=f"{key.k}x{key.n} M={key.m}")
+        self.layouts.add(key.layout)  # each M is searched once per layout
+        self.bar.update(self.tasks[shape], description=f"{key.k}x{key.n} M={key.m} {key.layout}",
+                        total=len(self.ms) * len(self.layouts))
 
     def trial(self, record):
         self.trials += 1
@@ -107,6 +110,8 @@ def sweep(
     trial_timeout: float = typer.Option(300.0, min=1.0, help="seconds before a hung trial is killed (its worker restarted)"),
     families: Optional[str] = typer.Option(None, help="search only these families, e.g. dqmma,swapab "
                                            "(re-tune one after a kernel change; the others' trials stay)"),
+    layouts: Optional[str] = typer.Option(None, help="weight layouts to time each key in, e.g. base,frag32 "
+                                          "(default: base, and frag32 on an sm_90 GPU); export keeps one a shape"),
     interpret_test: bool = typer.Option(False, hidden=True, help="TEST ONLY: interpreter, fake timings"),
 ):
     """Search every kernel variant family per (shape, M) with Optuna; every trial is stored."""
@@ -120,7 +125,9 @@ def sweep(
                                  workers=workers, seed=seed, interpret_test=interpret_test,
                                  trial_timeout=trial_timeout,
                                  families=None if families is None else
-                                 tuple(f.strip() for f in families.split(",") if f.strip()))
+                                 tuple(f.strip() for f in families.split(",") if f.strip()),
+                                 layouts=None if layouts is None else
+                                 tuple(x.strip() for x in layouts.split(",") if x.strip()))
         for k, _ in settings.shapes:
             if k % group_size:
                 raise ValueError(f"K={k} is not a multiple of --group-size {group_size}")

@@ -3,6 +3,12 @@
     mm = load_dispatch("dispatch.json")   # or load_dispatch() for the packaged tables
     y = mm(a, packed, scales)             # also torch.ops.tunesearch.w4a16_mm via mm.op
 
+A table keeps each shape's weights in one layout (variants/layout.py); ``mm.prepare(packed, scales)``
+stores base-layout weights in it, once at load (``quantize_model`` does). ``mm`` takes the weights in
+either layout (their widths tell which) and picks among the variants tuned for that layout; base-layout
+weights of a shape tuned in another layout run the nearest tuned shape's or a heuristic's pick, with a
+note logged once.
+
 Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M, N, K)
 resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
 logging the fallback once. Loading parses JSON only: no code from the file is ever executed.
@@ -20,8 +26,9 @@ import torch
 
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
+from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
 
-from .export import SCHEMA, merge_tables
+from .export import READABLE_SCHEMAS, SCHEMA, merge_tables
 
 log = logging.getLogger("tunesearch")
 
@@ -38,7 +45,7 @@ def read_table(path) -> dict:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DispatchError(f"dispatch table {str(path)!r} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise DispatchError(f"dispatch table {str(path)!r} has schema {found!r}; this tunesearch reads {SCHEMA!r}")
     if not isinstance(data.get("gpus"), dict):
@@ -47,9 +54,9 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "group_size")
+    __slots__ = ("m_maxes", "variants", "group_size", "layout")
 
-    def __init__(self, buckets: list[dict], group_size: int, where: str):
+    def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         pairs = []
         for b in buckets:
             try:
@@ -64,6 +71,7 @@ class _ShapeTable:
         self.m_maxes = [m for m, _ in pairs]
         self.variants = [v for _, v in pairs]
         self.group_size = group_size
+        self.layout = layout
 
     def pick(self, m: int) -> Variant:
         i = bisect.bisect_left(self.m_maxes, m)
@@ -81,7 +89,10 @@ class _GPUTable:
                 n, k, g = int(shape["n"]), int(shape["k"]), int(shape["group_size"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise DispatchError(f"{where}: shape {label!r} is malformed: {exc}") from None
-            self.shapes[(n, k)] = _ShapeTable(shape.get("buckets") or [], g, f"{where} shape {label}")
+            layout = shape.get("layout", "base")
+            if layout not in LAYOUTS:
+                raise DispatchError(f"{where}: shape {label!r} has unknown layout {layout!r}")
+            self.shapes[(n, k)] = _ShapeTable(shape.get("buckets") or [], g, f"{where} shape {label}", layout)
 
 
 def _capability_distance(a: str, b: str) -> float:
@@ -139,8 +150,28 @@ class Dispatcher:
         self._by_device[index] = table
         return table
 
-    def resolve(self, M: int, N: int, K: int, device: torch.device) -> Variant | None:
-        """The variant for (M, N, K) on ``device``; None means dequantize-then-matmul."""
+    def layout_for(self, N: int, K: int, device: torch.device) -> str:
+        """The layout the table keeps (N, K)'s weights in on ``device`` (base for a shape it does not hold)."""
+        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        shape = table.shapes.get((N, K)) if table is not None else None
+        return shape.layout if shape is not None else "base"
+
+    def prepare(self, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """``packed`` (base layout, as ``quantize_pack`` makes it) stored in the layout the table keeps this
+        shape in on its device: call once when the weights are loaded, then pass the result to ``mm``."""
+        K, N = check_packed(packed, scales, self.group_size)
+        have = layout_of(packed, scales)
+        want = self.layout_for(N, K, packed.device)
+        if have == want:
+            return packed
+        if have != "base":
+            raise DispatchError(f"packed weights of {K}x{N} are in layout {have}; prepare() stores base-layout "
+                                f"weights in the table's layout ({want})")
+        return to_layout(packed, want)
+
+    def resolve(self, M: int, N: int, K: int, device: torch.device, layout: str = "base") -> Variant | None:
+        """The variant for (M, N, K) on ``device`` with the weights in ``layout``; None means
+        dequantize-then-matmul."""
         G = self.group_size
         if device.type != "cuda" and not interpreting():
             return self._fallback(("cpu", N, K), f"{device} tensors")
@@ -149,20 +180,24 @@ class Dispatcher:
             return self._fallback(("gpu", device), "no table for this GPU")
         limits = DeviceLimits.of(device)  # a table's pick may need what this device lacks (Gluon, memory)
         shape = table.shapes.get((N, K))
-        if shape is not None:
+        if shape is not None and shape.layout == layout:
             variant = shape.pick(M)
-            if variant_error(variant, M, N, K, G, limits) is None:
+            if variant_error(variant, M, N, K, G, limits, layout=layout) is None:
                 return variant
-        if self.strict:
+        if shape is not None and shape.layout != layout:
+            self._once(("layout", N, K, layout), logging.WARNING, "tunesearch: N=%d K=%d was tuned with its weights "
+                       "in layout %s, these are in %s: mm.prepare(packed, scales) stores them so once", N, K,
+                       shape.layout, layout)
+        elif self.strict:
             raise DispatchError(f"shape N={N} K={K} (M={M}) is not in the table for {table.name}")
         # unknown shape: the nearest known shape's pick for this M, if it is valid here
         for (n, k) in sorted(table.shapes, key=lambda s: abs(s[0] - N) + abs(s[1] - K)):
             variant = table.shapes[(n, k)].pick(M)
-            if variant_error(variant, M, N, K, G, limits) is None:
+            if variant_error(variant, M, N, K, G, limits, layout=layout) is None:
                 self._once(("near", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
                            "%s tuned for N=%d K=%d", N, K, M, variant.id, n, k)
                 return variant
-        seeds = heuristic_variants(M, N, K, G, limits)
+        seeds = heuristic_variants(M, N, K, G, limits, layout)
         if seeds:
             self._once(("heur", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d untuned; using "
                        "heuristic %s", N, K, M, seeds[0].id)
@@ -193,7 +228,7 @@ class Dispatcher:
     def _entry(self, a, packed, scales):
         """First call of a key: validate fully, resolve the variant, build its launcher."""
         M, N, K = check_inputs(a, packed, scales, self.group_size)
-        variant = self.resolve(M, N, K, a.device)
+        variant = self.resolve(M, N, K, a.device, layout_of(packed, scales))
         if variant is None:
             return None, M, N
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
@@ -216,8 +251,8 @@ class Dispatcher:
                 if sixteen <= hi:
                     ms.add(sixteen)
                 lo = hi + 1
-            packed = torch.zeros(K // 8, N, dtype=torch.int32, device="cuda")
             scales = torch.ones(K // self.group_size, N, dtype=torch.float16, device="cuda")
+            packed = self.prepare(torch.zeros(K // 8, N, dtype=torch.int32, device="cuda"), scales)
             for m in sorted(ms):
                 self(torch.zeros(m, K, dtype=torch.float16, device="cuda"), packed, scales)
                 launches += 1
@@ -238,7 +273,7 @@ def _register_op():
 
     @w4a16_mm.register_fake
     def _(a, packed, scales, table):
-        return a.new_empty((a.shape[0], packed.shape[1]))
+        return a.new_empty((a.shape[0], scales.shape[1]))
 
 
 def packaged_tables() -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -9,28 +10,48 @@ from pathlib import Path
 
 from tunesearch.db import Store
 
-SCHEMA = "tunesearch.dispatch/1"
+SCHEMA = "tunesearch.dispatch/2"  # /2: each shape names the layout its weights are kept in
+READABLE_SCHEMAS = ("tunesearch.dispatch/1", SCHEMA)  # /1 tables hold base-layout shapes only
 
 
-def current_code(family: str) -> str:
-    """The kernel code of ``family`` in this tree (what a trial must have been timed with to count
-    as a measurement of the kernels this tunesearch would launch)."""
+def current_code(family: str, layout: str = "base") -> str:
+    """The kernel code of ``family`` reading ``layout`` in this tree (what a trial must have been timed
+    with to count as a measurement of the kernels this tunesearch would launch)."""
     from .search import code_version, family_code
 
-    return family_code(family, code_version())
+    return family_code(family, code_version(), layout)
 
 
 def stale_buckets(table: dict) -> list[str]:
     """'GPU KxN M=m variant (code)' for each bucket timed with other kernel code than this tree's."""
     return [f"{name} {shape} M={b['m_max']} {b['variant']['id']} ({b.get('code')})"
             for name, entry in table["gpus"].items() for shape, v in entry["shapes"].items()
-            for b in v["buckets"] if b.get("code") != current_code(b["variant"]["family"])]
+            for b in v["buckets"] if b.get("code") != current_code(b["variant"]["family"], v.get("layout", "base"))]
+
+
+def choose_layout(times: dict[str, dict[int, float]]) -> str:
+    """The layout a shape's weights are kept in, from its best time per M bucket in each layout (one copy
+    of the weights serves every M): of the layouts timed at every M bucket any layout was, the one whose
+    times have the lowest geometric mean over them, so that each M counts the same (a microsecond at M=1
+    weighs as much as 10% at M=4096); base where none covers them all."""
+    every_m = set().union(*(set(by_m) for by_m in times.values()))
+    covering = [layout for layout, by_m in times.items() if set(by_m) == every_m]
+    if not covering:
+        return "base" if "base" in times else max(times, key=lambda layout: len(times[layout]))
+    return min(covering, key=lambda layout: (sum(math.log(times[layout][m]) for m in every_m), layout != "base"))
 
 
 def build_table(store: Store, gpu: str | None = None, current_code_only: bool = False) -> dict:
+    best = store.best_trials(gpu, code_of=current_code if current_code_only else None)
+    per_shape: dict[tuple, dict[str, dict[int, float]]] = {}
+    for t in best:
+        per_shape.setdefault((t.gpu_name, t.n, t.k, t.group_size), {}).setdefault(t.layout, {})[t.m] = t.us
+    kept = {shape: choose_layout(times) for shape, times in per_shape.items()}
     gpus: dict[str, dict] = {}
     known = {g.name: g for g in store.gpus()}  # newest environment per name wins (ordered)
-    for t in store.best_trials(gpu, code_of=current_code if current_code_only else None):
+    for t in best:
+        if t.layout != kept[(t.gpu_name, t.n, t.k, t.group_size)]:
+            continue
         g = known.get(t.gpu_name)
         entry = gpus.setdefault(t.gpu_name, {
             "name": t.gpu_name,
@@ -50,11 +71,15 @@ def build_table(store: Store, gpu: str | None = None, current_code_only: bool = 
             "us": round(t.us, 3), "roofline_frac": round(t.roofline_frac or 0, 4),
             "speedup_fp16": round(t.speedup_fp16, 3) if t.speedup_fp16 else None,
         })
+    for (name, n, k, group_size), times in per_shape.items():
+        others = {layout: by_m for layout, by_m in times.items() if layout != kept[(name, n, k, group_size)]}
+        if name in gpus and others:  # what the choice was made against, per M bucket
+            gpus[name]["shapes"][f"{k}x{n}"]["other_layouts"] = {
+                layout: {str(m): round(us, 3) for m, us in sorted(by_m.items())} for layout, by_m in others.items()}
     for entry in gpus.values():
         for shape in entry["shapes"].values():
             shape["buckets"].sort(key=lambda b: b["m_max"])
-    return {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "layout": "base", "gpus": gpus}
+    return {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "gpus": gpus}
 
 
 def merge_tables(old: dict, new: dict) -> dict:
@@ -66,6 +91,7 @@ def merge_tables(old: dict, new: dict) -> dict:
         target.update({k: v for k, v in entry.items() if k != "shapes"})
         target["shapes"].update(entry["shapes"])
     merged["created"] = new["created"]
+    merged["schema"] = SCHEMA  # a /1 table's shapes are base-layout ones, which /2 describes too
     return merged
 
 

@@ -42,11 +42,11 @@ class GPUMeasurer:
         self.device, self.info, self.copy_bandwidth, self.replays = device, info, copy_bandwidth, replays
         self.key = None
 
-    def prepare(self, M, N, K, G):
+    def prepare(self, M, N, K, G, layout="base"):
         torch.cuda.set_device(self.device)
-        self.key = (M, N, K, G)
-        self.inputs = CheckInputs(M, N, K, G, "cuda")
-        self.operands = Operands(M, N, K, G, self.info.l2_bytes)
+        self.key = (M, N, K, G, layout)
+        self.inputs = CheckInputs(M, N, K, G, "cuda", layout=layout)
+        self.operands = Operands(M, N, K, G, self.info.l2_bytes, layout=layout)
 
     def fp16_us(self, M, N, K) -> float:
         return time_fp16(M, N, K, self.info.l2_bytes, self.replays).us
@@ -82,9 +82,9 @@ class InterpreterMeasurer:
                        tunesearch_version=__import__("tunesearch").__version__,
                        datasheet_bandwidth=None)
 
-    def prepare(self, M, N, K, G):
-        self.key = (M, N, K, G)
-        self.inputs = CheckInputs(M, N, K, G, "cpu")
+    def prepare(self, M, N, K, G, layout="base"):
+        self.key = (M, N, K, G, layout)
+        self.inputs = CheckInputs(M, N, K, G, "cpu", layout=layout)
 
     def fp16_us(self, M, N, K) -> float:
         a, w = torch.randn(M, K).half(), torch.randn(K, N).half()

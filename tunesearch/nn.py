@@ -21,7 +21,8 @@ class W4A16Linear(nn.Module):
     """``y = x @ W + b`` with W int4 (``packed`` int32 [K/8, N], ``scales`` fp16 [K/G, N]).
 
     ``mm`` is a dispatcher from ``load_dispatch`` (None: dequantize-then-matmul). The packed
-    weights and scales are buffers, so ``state_dict`` saves and loads them.
+    weights and scales are buffers, so ``state_dict`` saves and loads them; ``from_linear`` stores the
+    weights in the layout ``mm``'s table keeps this shape in (``packed`` is then [K/32, 4N], frag32).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group_size: int = 128,
@@ -41,8 +42,8 @@ class W4A16Linear(nn.Module):
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group_size, mm,
                     device=linear.weight.device)
         packed, scales = pack_linear(linear, group_size)
-        layer.packed.copy_(packed)
         layer.scales.copy_(scales)
+        layer.packed = mm.prepare(packed, scales) if mm is not None and mm.group_size == group_size else packed
         if linear.bias is not None:
             layer.bias.copy_(linear.bias.detach().to(torch.float16))
         return layer

@@ -38,25 +38,36 @@ KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 # one leaves the Triton families' stored trials valid, and the reverse.
 # rsmma takes dqmma's descriptors and epilogue; rsmma_launch.py sizes its launch's registers
 FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py", "rsmma_launch.py")}
+# A family that reads a second weight layout with a kernel of its own: its trials in that layout are keyed
+# by that source too (rsmma reads frag32 with its own sources' fragment builder).
+LAYOUT_SOURCES = {("dequant", "frag32"): ("dequant_frag32.py",)}
 
 
 @functools.lru_cache(maxsize=None)
 def code_version(family: str | None = None) -> str:
     """A hash of the kernel sources of ``family`` (None: the Triton families', KERNEL_SOURCES); read once
     per process (a sweep asks per key and per stored trial)."""
+    return _sources_hash(FAMILY_SOURCES.get(family, KERNEL_SOURCES))
+
+
+@functools.lru_cache(maxsize=None)
+def _sources_hash(names: tuple[str, ...]) -> str:
     import tunesearch.variants as pkg
 
     root = Path(pkg.__file__).resolve().parent
     digest = hashlib.sha1()
-    for name in FAMILY_SOURCES.get(family, KERNEL_SOURCES):
+    for name in names:
         digest.update(name.encode())
         digest.update((root / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
-def family_code(family: str, code: str) -> str:
-    """The code version a trial of ``family`` is stored under, ``code`` being the Triton families'."""
-    return code_version(family) if family in FAMILY_SOURCES else code
+def family_code(family: str, code: str, layout: str = "base") -> str:
+    """The code version a trial of ``family`` on weights in ``layout`` is stored under, ``code`` being the
+    Triton families'."""
+    own = code_version(family) if family in FAMILY_SOURCES else code
+    extra = LAYOUT_SOURCES.get((family, layout))
+    return own if extra is None else f"{own}+{_sources_hash(extra)}"
 
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
@@ -140,7 +151,7 @@ class _OneReadPerTrial:
 
 def key_space(key: Key, limits=None, families=None) -> list[Variant]:
     """The variants a search of ``key`` draws from: the device's space, of ``families`` only (None: all)."""
-    return [v for v in variant_space(key.m, key.n, key.k, key.group_size, limits)
+    return [v for v in variant_space(key.m, key.n, key.k, key.group_size, limits, key.layout)
             if families is None or v.family in families]
 
 
@@ -163,7 +174,7 @@ class KeySearch:
         self.by_family: dict[str, list[Variant]] = {}
         for v in self.space:
             self.by_family.setdefault(v.family, []).append(v)
-        self.codes = {family: family_code(family, code) for family in self.by_family}
+        self.codes = {family: family_code(family, code, key.layout) for family in self.by_family}
         self.valid = set(self.space)
         sampler = sampler or default_sampler(seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -388,6 +399,23 @@ def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4
             v = Variant.from_id(t.variant_id)
         except ValueError:
             continue
+        if v not in seeds:
+            seeds.append(v)
+    return seeds[:limit]
+
+
+def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[Variant]:
+    """The same (GPU, shape, M) key's fastest variants on weights in the other layouts, of the families
+    searched here (``families``): a layout changes how a kernel reads its words, rarely which tile wins
+    (frag32 against base on the table's picks: 4-11% faster each, NOTES.md row 69)."""
+    from tunesearch.variants.layout import LAYOUTS
+
+    twins = [t for layout in LAYOUTS if layout != key.layout
+             for t in store.trials(Key(key.gpu, key.m, key.n, key.k, key.group_size, layout), status="ok")
+             if t.family in families]
+    seeds: list[Variant] = []
+    for t in sorted(twins, key=lambda t: t.us):
+        v = Variant.from_id(t.variant_id)
         if v not in seeds:
             seeds.append(v)
     return seeds[:limit]

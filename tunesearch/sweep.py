@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
-from .search import (FAMILY_SOURCES, KeySearch, code_version, delete_studies, family_code, former_winners,
-                     initial_queue, key_space, neighbour_seeds)
+from .search import (FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies, family_code,
+                     former_winners, initial_queue, key_space, layout_twin_seeds, neighbour_seeds)
 
 log = logging.getLogger("tunesearch")
 
@@ -29,8 +29,18 @@ class SweepSettings:
     trial_timeout: float = 300.0  # seconds before a hung trial's worker is killed
     part: tuple[int, int] = (0, 1)  # this worker's share of the keys (index, count)
     families: tuple[str, ...] | None = None  # search only these (None: every family the device runs)
+    # weight layouts to time each key in (None: base, and frag32 where its families run: an sm_90 GPU);
+    # the export then keeps one layout per shape (export.choose_layout)
+    layouts: tuple[str, ...] | None = None
 
     def __post_init__(self):
+        from tunesearch.variants.layout import LAYOUTS
+
+        if self.layouts is not None:
+            unknown = sorted(set(self.layouts) - set(LAYOUTS))
+            if unknown or not self.layouts:
+                raise ValueError(f"unknown layouts {', '.join(unknown) or '(none given)'}; "
+                                 f"choose from {', '.join(LAYOUTS)}")
         if self.families is not None:
             unknown = sorted(set(self.families) - set(FAMILIES))
             if unknown or not self.families:
@@ -43,7 +53,8 @@ class SweepSettings:
         return dict(shapes=[list(s) for s in self.shapes], ms=self.ms, group_size=self.group_size,
                     trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
                     seed=self.seed, interpret_test=self.interpret_test, part=list(self.part),
-                    trial_timeout=self.trial_timeout, families=list(self.families or []) or None)
+                    trial_timeout=self.trial_timeout, families=list(self.families or []) or None,
+                    layouts=list(self.layouts or []) or None)
 
 
 @dataclass
@@ -79,14 +90,15 @@ def _versions(info, code: str) -> dict:
     of each family with sources of its own."""
     return dict(driver=info.driver, torch=info.torch_version, triton=info.triton_version,
                 tunesearch=info.tunesearch_version, code=code,
-                **{f"code_{family}": code_version(family) for family in FAMILY_SOURCES})
+                **{f"code_{family}": code_version(family) for family in FAMILY_SOURCES},
+                **{f"code_{family}@{layout}": family_code(family, code, layout) for family, layout in LAYOUT_SOURCES})
 
 
 def _key_done(store: Store, key: Key, trials: int, code: str, limits, families=None) -> bool:
     """Already measured as many variants (of ``families``, None: any) as this sweep would (resume
     without GPU setup)."""
-    measured = sum(1 for t in store.trials(key)
-                   if t.code_version == family_code(t.family, code) and (families is None or t.family in families))
+    measured = sum(1 for t in store.trials(key) if t.code_version == family_code(t.family, code, t.layout)
+                   and (families is None or t.family in families))
     return measured >= min(trials, len(key_space(key, limits, families)))
 
 
@@ -123,6 +135,17 @@ def _dealt_keys(keys: list, settings: SweepSettings, key_queue):
         yield keys[i]
 
 
+def sweep_layouts(settings: SweepSettings, limits) -> tuple[str, ...]:
+    """The layouts a sweep times each key in: as asked, or base and, where a family reading frag32 runs
+    (rsmma: a Gluon-capable sm_90 GPU), frag32."""
+    if settings.layouts is not None:
+        return settings.layouts
+    from tunesearch.variants.space import GLUON_FAMILIES, LAYOUT_FAMILIES
+
+    frag32 = limits is not None and limits.gluon and any(f in GLUON_FAMILIES for f in LAYOUT_FAMILIES["frag32"])
+    return ("base", "frag32") if frag32 else ("base",)
+
+
 def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
               progress=None, key_queue=None) -> SweepResult:
     """Search every key of ``settings`` on ``device``; resumable, committed trial by trial.
@@ -135,9 +158,11 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     sweep = store.start_sweep(gpu_row, settings.to_dict(), _versions(info, code))
     storage = optuna_storage(store.url)
     deadline = t0 + settings.time_budget if settings.time_budget else float("inf")
-    keys = [Key(info.name, m, n, k, settings.group_size) for k, n in settings.shapes for m in settings.ms]
-    trials_run, status, keys_seen = 0, "done", 0
     limits = DeviceLimits.of(device) if device is not None and not settings.interpret_test else None
+    layouts = sweep_layouts(settings, limits)
+    keys = [Key(info.name, m, n, k, settings.group_size, layout)
+            for k, n in settings.shapes for m in settings.ms for layout in layouts]
+    trials_run, status, keys_seen = 0, "done", 0
     try:
         for key in _dealt_keys(keys, settings, key_queue):
             keys_seen += 1
@@ -153,7 +178,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 if progress:
                     progress.end_key(key)
                 continue
-            measurer.prepare(key.m, key.n, key.k, key.group_size)
+            measurer.prepare(key.m, key.n, key.k, key.group_size, key.layout)
             fp16 = store.baseline(key.gpu, key.m, key.n, key.k)
             if fp16 is None or settings.fresh:
                 fp16 = measurer.fp16_us(key.m, key.n, key.k)
@@ -163,8 +188,10 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
             search.enqueue(initial_queue(former_winners(store, key, search.codes)
+                                         + layout_twin_seeds(store, key, search.by_family)
                                          + neighbour_seeds(store, key, settings.ms),
-                                         spread_variants(key.m, key.n, key.k, key.group_size, limits),
+                                         spread_variants(key.m, key.n, key.k, key.group_size, limits,
+                                                         layout=key.layout),
                                          settings.trials, len(search.space)))
             trials_run += search.run(settings.trials, deadline, compiler,
                                      on_trial=progress.trial if progress else None)
@@ -229,9 +256,11 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
     (start_key / trial / end_key) receives every worker's progress."""
     import queue as queue_module
 
+    if settings.layouts is None and not settings.interpret_test:  # the workers must deal the same keys
+        settings = SweepSettings(**{**settings.__dict__, "layouts": sweep_layouts(settings, DeviceLimits.of(devices[0]))})
     ctx = multiprocessing.get_context("spawn")
     events, key_queue = ctx.Queue(), ctx.Queue()
-    for i in range(len(settings.shapes) * len(settings.ms)):
+    for i in range(len(settings.shapes) * len(settings.ms) * len(settings.layouts or ("base",))):
         key_queue.put(i)
     for _ in devices:
         key_queue.put(None)  # one stop sentinel per worker

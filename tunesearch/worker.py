@@ -132,8 +132,8 @@ class IsolatedMeasurer:
             raise WorkerError(f"{op} {arg} failed in the trial worker: {answer}")
         return answer
 
-    def prepare(self, M, N, K, G):
-        self._key = (M, N, K, G)
+    def prepare(self, M, N, K, G, layout="base"):
+        self._key = (M, N, K, G, layout)
         if self._proc is None:
             self._start()
         else:

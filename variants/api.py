@@ -7,9 +7,10 @@ import torch
 import triton
 
 from .dequant import dequant_kernel
+from .dequant_frag32 import dequant_frag32_kernel
 from .gemm import gemm_kernel
 from .gemv import a_pairs_ok, gemv_kernel
-from .layout import check_packed, dequantize
+from .layout import check_packed, dequantize, layout_of
 from .swapab import swapab_kernel
 from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, gluon_grid,
                     interpreting, variant_error)
@@ -41,7 +42,8 @@ def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, gr
         raise ValueError(f"a must be float16, got {a.dtype}")
     K, N = check_packed(packed, scales, group_size)
     if a.shape[1] != K:
-        raise ValueError(f"a has K={a.shape[1]} but packed holds K={K} (packed is [K/8, N])")
+        raise ValueError(f"a has K={a.shape[1]} but packed holds K={K} (packed is [K/8, N], or [K/32, 4N] in "
+                         "layout frag32)")
     if a.device != packed.device:
         raise ValueError(f"a is on {a.device} but packed on {packed.device}")
     if a.shape[0] == 0:
@@ -56,22 +58,29 @@ def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
     """dequant (``cols`` = N) and dqchunk: per chunk of ``cols`` columns, expand it into the fp16
     workspace, then cuBLAS into the matching columns of ``out`` (a strided view for a chunk: cuBLAS
     takes its row stride)."""
-    K, N = a.shape[1], packed.shape[1]
+    K, N = a.shape[1], scales.shape[1]
     buf = _dequant_workspace.get(a.device)
     if buf is None or buf.numel() < K * cols:
         buf = torch.empty(K * cols, dtype=torch.float16, device=a.device)
         _dequant_workspace[a.device] = buf
     meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
+    frag32 = layout_of(packed, scales) == "frag32"  # the dequant family only (dqchunk reads base)
     for c0 in range(0, N, cols):
         width = min(cols, N - c0)
         w = buf[: K * width].view(K, width)
-        args = (packed[:, c0:c0 + width], scales[:, c0:c0 + width], w, width, packed.stride(0),
-                packed.stride(1), scales.stride(0), scales.stride(1), w.stride(0), w.stride(1))
+        if frag32:
+            kernel = dequant_frag32_kernel
+            args = (packed, scales, w, width, packed.stride(0), scales.stride(0), scales.stride(1), w.stride(0),
+                    w.stride(1))
+        else:
+            kernel = dequant_kernel
+            args = (packed[:, c0:c0 + width], scales[:, c0:c0 + width], w, width, packed.stride(0),
+                    packed.stride(1), scales.stride(0), scales.stride(1), w.stride(0), w.stride(1))
         grid = (K // p["BK"], cdiv(width, p["BN"]))
         if warmup:
-            dequant_kernel.warmup(*args, grid=grid, **meta)
+            kernel.warmup(*args, grid=grid, **meta)
             continue
-        dequant_kernel[grid](*args, **meta)
+        kernel[grid](*args, **meta)
         torch.matmul(a, w, out=out[:, c0:c0 + width])
     return None if warmup else out
 
@@ -131,20 +140,25 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
 
 def _rsmma_call(p, a, packed, scales, out, group_size: int):
     """rsmma's kernel, grid, arguments and meta: a CTA per (column tile, split, token tile), or stream-K's
-    CTAs (CTAS an SM); where tiles are split its workspace holds an fp32 [BN, BM] slot per part of each."""
-    from .rsmma import ALL_PARTS, descriptors, fragment, rsmma_kernel, word_layout
+    CTAs (CTAS an SM); where tiles are split its workspace holds an fp32 [BN, BM] slot per part of each.
+    The weights may be in either layout (their widths tell which: ``layout_of``)."""
+    from . import rsmma
     from .rsmma_launch import launch_registers, scale_after
 
     M, K = a.shape
-    N = packed.shape[1]
+    N = scales.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
     grid, parts = gluon_grid(M, N, K, bm, bn, bk, split_k, p["CTAS"] * _sm_count(a.device))
+    if layout_of(packed, scales) == "frag32":
+        descriptors, fragment, words = rsmma.frag32_descriptors, rsmma.frag32_fragment, rsmma.frag32_word_layout
+    else:
+        descriptors, fragment, words = rsmma.descriptors, rsmma.fragment, rsmma.word_layout
     args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
-                WORDS=word_layout(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
+                WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS,
                 num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
-    return rsmma_kernel, grid, args, meta
+    return rsmma.rsmma_kernel, grid, args, meta
 
 
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
@@ -256,7 +270,7 @@ def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant:
     if a.device.type != "cuda" and not interpreting():
         raise ValueError(f"the Triton kernels need CUDA tensors, got {a.device} "
                          "(use reference_matmul, or set TRITON_INTERPRET=1 for the interpreter)")
-    reason = variant_error(variant, M, N, K, group_size, device=a.device)
+    reason = variant_error(variant, M, N, K, group_size, device=a.device, layout=layout_of(packed, scales))
     if reason:
         raise ValueError(f"variant {variant.id} cannot run M={M}, N={N}, K={K}, G={group_size}: {reason}")
     if out is None:

@@ -9,6 +9,15 @@ W [K, N] (K is the reduction axis) is stored as
 * ``w = (q - 8) * s`` (symmetric, no zero point), computed in fp16 exactly as ``dequantize`` does.
 
 Every kernel is tested against ``a.float() @ dequantize(packed, scales).float()``.
+
+A second layout, **frag32**, stores the same codes in the order the rsmma family's register fragment
+reads them (one copy of a shape's weights in one layout, repacked once at load: ``to_layout``):
+
+* ``packed``: int32 [K/32, 4N]; in row c (a 32-deep chunk of k), the word at ``8p + 2t + h`` belongs to
+  column n = 2p + h and holds the 8 codes k = 32c + 2t + 8 i0 + 16 i1 + e at nibble position
+  (i0 + 2 i1) + 4e, i.e. what thread t of a wgmma quad holds for that column (``frag32_k``).
+* ``scales`` as in the base layout. A pair's shapes tell the layouts apart: base packed has N columns,
+  frag32 4N (``layout_of``).
 """
 from __future__ import annotations
 
@@ -16,6 +25,8 @@ import torch
 
 PACK = 8  # nibbles per int32
 OFFSET = 8  # stored code = signed value + 8
+LAYOUTS = ("base", "frag32")
+CHUNK = 32  # frag32: k per row, two 16-deep wgmma steps
 _NIBBLE_SHIFTS = torch.arange(PACK, dtype=torch.int32) * 4
 
 
@@ -69,8 +80,67 @@ def unpack(packed: torch.Tensor) -> torch.Tensor:
     return codes.reshape(k8 * PACK, n)
 
 
+def frag32_k() -> torch.Tensor:
+    """[4 words t, 8 nibble positions] -> k within a frag32 chunk: pair i = position % 4, e = position // 4."""
+    t = torch.arange(4)[:, None]
+    position = torch.arange(PACK)[None, :]
+    i = position % 4
+    return 2 * t + 8 * (i % 2) + 16 * (i // 2) + position // 4
+
+
+def _frag32_order(k: int, n: int) -> torch.Tensor:
+    """For frag32's [K/32, 4N, 8] nibbles in memory order, the base layout's flat index k * N + n of each."""
+    c = torch.arange(k // CHUNK)[:, None, None]
+    col = torch.arange(4 * n)[None, :, None]
+    p, t, h = col // 8, (col // 2) % 4, col % 2
+    return (CHUNK * c + frag32_k()[t, torch.arange(PACK)[None, None, :]]) * n + 2 * p + h
+
+
+def pack_frag32(packed: torch.Tensor) -> torch.Tensor:
+    """Base-layout packed int32 [K/8, N] -> frag32 int32 [K/32, 4N] (K a multiple of 32, N even)."""
+    codes = unpack(packed)
+    k, n = codes.shape
+    if k % CHUNK or n % 2:
+        raise ValueError(f"frag32 needs K a multiple of {CHUNK} and N even, got K={k} N={n}")
+    nibbles = codes.reshape(-1)[_frag32_order(k, n).to(packed.device)].to(torch.int64)  # [K/32, 4N, 8]
+    words = (nibbles << (_NIBBLE_SHIFTS.to(packed.device, torch.int64))).sum(dim=2)
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
+
+
+def unpack_frag32(packed_f: torch.Tensor) -> torch.Tensor:
+    """The stored codes (0..15) of frag32 int32 [K/32, 4N] as int32 [K, N] in k order."""
+    if packed_f.dtype != torch.int32 or packed_f.dim() != 2 or packed_f.shape[1] % 8:
+        raise ValueError(f"frag32 packed must be 2-D int32 [K/32, 4N] with N even, got {packed_f.dtype} "
+                         f"{tuple(packed_f.shape)}")
+    k, n = packed_f.shape[0] * CHUNK, packed_f.shape[1] // 4
+    shifts = _NIBBLE_SHIFTS.to(packed_f.device)
+    nibbles = (packed_f[:, :, None] >> shifts) & 0xF  # mask after the shift: sign bit
+    codes = torch.empty(k * n, dtype=torch.int32, device=packed_f.device)
+    codes[_frag32_order(k, n).to(packed_f.device)] = nibbles
+    return codes.reshape(k, n)
+
+
+def layout_of(packed: torch.Tensor, scales: torch.Tensor) -> str:
+    """The layout a (packed, scales) pair is stored in, told by their widths: N (base) or 4N (frag32)."""
+    if packed.dim() == 2 and scales.dim() == 2 and packed.shape[1] == 4 * scales.shape[1] != 0:
+        return "frag32"
+    return "base"
+
+
+def to_layout(packed: torch.Tensor, layout: str) -> torch.Tensor:
+    """Base-layout ``packed`` stored in ``layout`` (done once, when the weights are loaded)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown weight layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    return packed if layout == "base" else pack_frag32(packed)
+
+
+def codes_of(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The codes (0..15) as int32 [K, N], whichever layout the pair is stored in."""
+    return unpack_frag32(packed) if layout_of(packed, scales) == "frag32" else unpack(packed)
+
+
 def check_packed(packed: torch.Tensor, scales: torch.Tensor, group_size: int) -> tuple[int, int]:
-    """Validate a (packed, scales) pair and return (K, N)."""
+    """Validate a (packed, scales) pair, in either layout, and return (K, N)."""
     for name, t in (("packed", packed), ("scales", scales)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -82,7 +152,12 @@ def check_packed(packed: torch.Tensor, scales: torch.Tensor, group_size: int) ->
         raise ValueError(f"scales must be float16, got {scales.dtype}")
     if packed.device != scales.device:
         raise ValueError(f"packed is on {packed.device} but scales on {scales.device}")
-    k, n = packed.shape[0] * PACK, packed.shape[1]
+    if layout_of(packed, scales) == "frag32":
+        k, n = packed.shape[0] * CHUNK, scales.shape[1]
+        if n % 2:
+            raise ValueError(f"frag32 packed {tuple(packed.shape)} needs N even, got N={n}")
+    else:
+        k, n = packed.shape[0] * PACK, packed.shape[1]
     check_group_size(k, group_size)
     if tuple(scales.shape) != (k // group_size, n):
         raise ValueError(
@@ -93,9 +168,9 @@ def check_packed(packed: torch.Tensor, scales: torch.Tensor, group_size: int) ->
 
 
 def dequantize(packed: torch.Tensor, scales: torch.Tensor, group_size: int = 128) -> torch.Tensor:
-    """fp16 W [K, N] = (q - 8) * s, the reference every kernel is tested against."""
-    k, n = check_packed(packed, scales, group_size)
-    values = (unpack(packed) - OFFSET).to(torch.float16)
+    """fp16 W [K, N] = (q - 8) * s, the reference every kernel is tested against (either layout)."""
+    check_packed(packed, scales, group_size)
+    values = (codes_of(packed, scales) - OFFSET).to(torch.float16)
     return values * scales.repeat_interleave(group_size, dim=0)
 
 

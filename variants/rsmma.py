@@ -15,13 +15,16 @@ touches shared memory, and the only hand-over left is the loader warp's TMA ring
     MMA (BN/16 warps, one warp group per 64 columns of W): wait for slot s -> unpack and scale block i
                     into the fragment -> wgmma async -> wait for block i-1's -> free its slot
 
-It reads the base layout as it is (no repacked copy of the weights). The register fragment puts k = 2t,
+It reads the base layout as it is, or layout frag32 (layout.py: the weights repacked once at load, a
+layout chosen per shape), whose words each hold one thread's 8 codes (row 69). The register fragment puts k = 2t,
 2t + 1, 2t + 8, 2t + 9 of each 16-deep step in thread t of a quad: per 32-deep chunk, byte t of each of
 a column's 4 words, which one PRMT picks (the quad's 4 threads load the same words: a broadcast). A
 thread's two fragment rows (g and g + 8 of each 16) are given columns 2g and 2g + 1, so one 8-byte load
 serves both; C^T's rows come out in that order and the epilogue writes each to its column.
-(Row 50/51: at 4096x11008 M=128 this read takes 28.96 us against 34.56 for dqmma's pick and 26.27 for a
-repacked layout made for the fragment, which would need a second copy of the weights.)
+frag32 stores exactly those 8 codes in one word a thread, its column pairs' words adjacent: one 8-byte load a
+chunk, one SHF, four LOP3 and four HADD2 for 8 weights (no PRMT), its rows 64 columns' chunks a 1 KB TMA box
+(a box with a 16-byte inner dimension ran 30% slower, row 66). On the H200 it took 4-11% off the table's picks
+at M = 1..256 (NOTES.md row 69).
 
 Tile: BN = 16 x num_warps columns of W (64 or 128: the wgmma M, 64 a warp group), BM tokens (the wgmma
 N: 8 to 256; 8 only where one tile holds M, NOTES.md row 67), BK = 64 or 128 dividing the group size (one
@@ -40,9 +43,8 @@ CTAS: the launch's registers a thread are sized for that many CTAs an SM (`rsmma
 CTA has one MMA warp per scheduler, and a second CTA's warps hide its unpack latency (row 53); with them
 32-token tiles beat swapab at M=32 (row 56).
 
-The kernel takes the fragment builder as a parameter: `fragment` here for the base layout, another for
-the frag32 layout of benchmarks/experiments/dqmma_rs.py (its packed box [BK/32, BN, 4], rows in natural
-order), so the experiment runs this kernel's skeleton and epilogue rather than a copy.
+The kernel takes the fragment builder as a parameter: `fragment` for the base layout, `frag32_fragment`
+for frag32 (the packed descriptor's box tells the loader which: [BK/8, BN] or [BK/32, 256]).
 
 Gluon has no CPU interpreter: the family is offered only on an sm_90 GPU (`space.DeviceLimits`); CI
 compiles it for sm_90 and checks its schedule, the GPU tests check its results.
@@ -104,6 +106,51 @@ def fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl
     # columns 16w + 2g + h to fragment rows 16w + 8h + g: a relabelling of what each thread holds
     w = gl.reshape(gl.permute(gl.reshape(w, [BN // 16, 8, 2, C * 32]), [0, 2, 1, 3]), [BN, C * 32])
     return gl.convert_layout(w, FRAG, assert_trivial=True)
+
+
+@gluon.jit
+def _frag32_codes_ptx(words):
+    """The eight codes of each frag32 word as fp16 q - 8: pair i's nibbles (positions i, i + 4) under 0x6400
+    for even i, under 0x5400 for odd i (still 16x in bits 4-7), then one HADD2 each, as ``_pair_ptx`` does
+    for one pair: four pairs a word with one shift and no PRMT."""
+    return gl.inline_asm_elementwise(
+        asm="""{
+        .reg .b32 r0, r1, r2, r3, w8, even, odd;
+        mov.b32 even, 0xE408E408;
+        mov.b32 odd, 0xD480D480;
+        lop3.b32 r0, $8, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 r1, $8, 0x00F000F0, 0x54005400, 0xEA;
+        shr.b32 w8, $8, 8;
+        lop3.b32 r2, w8, 0x000F000F, 0x64006400, 0xEA;
+        lop3.b32 r3, w8, 0x00F000F0, 0x54005400, 0xEA;
+        add.rn.f16x2 r0, r0, even;
+        add.rn.f16x2 r1, r1, odd;
+        add.rn.f16x2 r2, r2, even;
+        add.rn.f16x2 r3, r3, odd;
+        mov.b32 {$0, $4}, r0;
+        mov.b32 {$1, $5}, r1;
+        mov.b32 {$2, $6}, r2;
+        mov.b32 {$3, $7}, r3;
+        }""",
+        constraints="=h,=h,=h,=h,=h,=h,=h,=h,r", args=[words], dtype=(gl.float16,) * 8, is_pure=True, pack=1)
+
+
+@gluon.jit
+def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
+    """``fragment`` for layout frag32: its words [BN/64 x BK/32 chunks, 256] (a slot's boxes), each thread's
+    pair of columns' words adjacent, give the fragment's rows in the paired order directly."""
+    BN: gl.constexpr = s_tile.type.shape[1]
+    G: gl.constexpr = BN // 64
+    C: gl.constexpr = p_tile.type.shape[0] // G
+    q = _frag32_codes_ptx(gl.reshape(p_tile.load(WORDS), [G, C, 256]))  # 8 x [G, C, 256]
+    z = gl.join(gl.join(gl.join(q[0], q[4]), gl.join(q[1], q[5])),
+                gl.join(gl.join(q[2], q[6]), gl.join(q[3], q[7])))  # [G, C, 8p + 2t + h, e, i0, i1]
+    z = gl.reshape(z, [G, C, 4, 8, 4, 2, 2, 2, 2])  # p = 8w + g: [G, C, w, g, t, h, e, i0, i1]
+    z = gl.permute(z, [0, 2, 5, 3, 1, 8, 7, 4, 6])  # [G, w, h, g, C, i1, i0, t, e]
+    w = gl.convert_layout(gl.reshape(z, [BN, C * 32]), FRAG, assert_trivial=True)  # registers only
+    if SCALED:
+        w = w * gl.expand_dims(_row_scales(s_tile, gl.SliceLayout(1, FRAG), True).to(gl.float16), 1)
+    return w
 
 
 @triton.constexpr_function
@@ -251,7 +298,9 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = p_smem.type.shape[2]
+    BN: gl.constexpr = s_smem.type.shape[2]
+    BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
+    P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
     pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
     for i in range(n_units):
         s = i % STAGES
@@ -259,14 +308,16 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         bar = ready.index(s)
         k = kb * BK
         if PARTS & A_COPY:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+            mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
         else:
-            mbarrier.expect(bar, p_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        if len(p_smem.type.shape) == 3:  # the base layout's box [BK/8, BN]
+            mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
+        if BASE:  # the base layout's box [BK/8, BN]
             tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        else:  # a box of whole chunks [BK/32, BN, 4] (the frag32 experiment's)
-            tma.async_copy_global_to_shared(p_desc, [k // 32, pid_n * BN, 0], bar, p_smem.index(s))
+        else:  # a chunk-major layout's rows [K/32, 4N]: a box of whole chunks [BK/32, 256] per 64 columns
+            for j in gl.static_range(BN // 64):
+                tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
+                                                p_smem.index(s).slice(j * (BK // 32), BK // 32))
         tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
         pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
@@ -278,7 +329,7 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
                  MAX_PARTS: gl.constexpr = 1):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
-    ``p_desc`` loads, [BK/8, BN] words of the base layout or [BK/32, BN, 4] of the frag32 experiment's;
+    ``p_desc`` loads, [BK/8, BN] words of the base layout or BN/64 boxes [BK/32, 256] of frag32's;
     PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
     in the anatomy; SCALE_AFTER scales each block's fp32 partial instead of its fragment. SPLIT_K: that
     many CTAs along K per tile (grid: column tiles, splits, token tiles), or 0, stream-K (grid: CTAs that
@@ -299,10 +350,10 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
         n_units = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
-    if len(p_desc.block_type.shape) == 2:
+    if p_desc.block_type.shape[0] == BK // 8:  # the base layout
         p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
-    else:
-        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, BN, 4], p_desc.layout)
+    else:  # a chunk-major one (frag32's): 64 columns' chunks a box, [BN/64 x BK/32, 256] a slot
+        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BN // 64 * (BK // 32), 256], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -332,3 +383,29 @@ def word_layout(BK: int, num_warps: int):
         lane_bases=[[0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 2, 0], [0, 0, 4, 0], [0, 0, 8, 0]],
         warp_bases=[[0, 0, 16 << b, 0] for b in range(num_warps.bit_length() - 1)],
         block_bases=[], shape=[BK // 32, 4, 16 * num_warps, 4])
+
+
+def frag32_word_layout(BK: int, num_warps: int):
+    """Where the MMA threads hold a slot's frag32 words [BN/64 x BK/32 chunks, 256]: the pair's two words
+    (h) in a register (one 8-byte load), lane 4g + t as the fragment's quads, warp w of a group 64 words
+    on, then the group's box, chunks in registers."""
+    C = BK // 32
+    chunks = [[1 << b, 0] for b in range(C.bit_length() - 1)]
+    groups = [[C << b, 0] for b in range((num_warps // 4).bit_length() - 1)]
+    return gl.DistributedLinearLayout(reg_bases=[[0, 1]] + chunks,
+                                      lane_bases=[[0, 2], [0, 4], [0, 8], [0, 16], [0, 32]],
+                                      warp_bases=[[0, 64], [0, 128]] + groups, block_bases=[],
+                                      shape=[num_warps // 4 * C, 256])
+
+
+def frag32_descriptors(a, packed_f, scales, BM: int, BN: int, BK: int):
+    """TMA descriptors of A [BM, BK], frag32 rows [K/32, 4N] in boxes [BK/32, 256] (64 columns' chunks,
+    BN/64 a block) and the scales [1, BN]."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from .dqmma import shared_layouts
+
+    a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
+    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
+            TensorDescriptor.from_tensor(packed_f, [BK // 32, 256], p_layout),
+            TensorDescriptor.from_tensor(scales, [1, BN], s_layout))

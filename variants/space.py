@@ -100,6 +100,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
 GLUON_FAMILIES = ("dqmma", "rsmma")
+# The families that read each weight layout (layout.LAYOUTS): frag32 is rsmma's register fragment's order
+# (NOTES.md row 69), with a dequantizer of its own for the route above the crossover.
+LAYOUT_FAMILIES = {"base": FAMILIES, "frag32": ("rsmma", "dequant")}
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
 # never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
@@ -276,14 +279,16 @@ def _group_ok(bk: int, group_size: int) -> bool:
 
 
 def variant_error(variant: Variant, M: int, N: int, K: int, group_size: int = 128,
-                  device=None, prune: bool = False) -> str | None:
-    """Why ``variant`` cannot run (M, N, K, G) on ``device``; None when it can.
+                  device=None, prune: bool = False, layout: str = "base") -> str | None:
+    """Why ``variant`` cannot run (M, N, K, G) on ``device`` with the weights in ``layout``; None when it can.
 
     With ``prune=True`` also why it *should not*: configs that run correctly but cannot win
     (a tile wider than the problem, split-K when tiles already fill the GPU, ...). The search
     space prunes; ``matmul`` and the runtime accept any variant that computes the right answer.
     """
     limits = DeviceLimits.of(device)
+    if variant.family not in LAYOUT_FAMILIES.get(layout, ()):
+        return f"{variant.family} does not read weights in layout {layout!r}"
     reason = _hard_error(variant, M, N, K, group_size, limits)
     if reason is None and prune:
         reason = _pruned(variant, M, N, K, limits)
@@ -484,19 +489,20 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
 
 
 def family_space(family: str, M: int, N: int, K: int, group_size: int = 128,
-                 device=None) -> Iterator[Variant]:
+                 device=None, layout: str = "base") -> Iterator[Variant]:
     grid = FAMILY_GRID[family]
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
         variant = Variant(family, dict(zip(names, values)))
-        if variant_error(variant, M, N, K, group_size, device, prune=True) is None:
+        if variant_error(variant, M, N, K, group_size, device, prune=True, layout=layout) is None:
             yield variant
 
 
-def variant_space(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
-    """Every valid variant of every family for (M, N, K, G) on ``device`` (None: a Hopper part)."""
+def variant_space(M: int, N: int, K: int, group_size: int = 128, device=None, layout: str = "base") -> list[Variant]:
+    """Every valid variant of every family for (M, N, K, G) on ``device`` (None: a Hopper part), with the
+    weights in ``layout``."""
     limits = DeviceLimits.of(device)
-    return [v for family in FAMILIES for v in family_space(family, M, N, K, group_size, limits)]
+    return [v for family in FAMILIES for v in family_space(family, M, N, K, group_size, limits, layout)]
 
 
 # Preferred configs, best guess first; the first valid one of each family is its heuristic seed.
@@ -583,8 +589,9 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
                                    num_warps=warps, num_stages=3)
 
 
-def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=None) -> list[Variant]:
-    """One sensible valid variant per applicable family, best guess first."""
+def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
+                       layout: str = "base") -> list[Variant]:
+    """One sensible valid variant per applicable family (reading ``layout``), best guess first."""
     limits = DeviceLimits.of(device)
     # best guess first: the H200 tables pick gemv at M=1, swapab up to M=128, dequantize-then-cuBLAS above
     if M == 1:
@@ -602,14 +609,14 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     for family in order:
         for params in _preferences(family, M, N, K, limits):
             variant = Variant(family, params)
-            if variant_error(variant, M, N, K, group_size, limits, prune=True) is None:
+            if variant_error(variant, M, N, K, group_size, limits, prune=True, layout=layout) is None:
                 seeds.append(variant)
                 break
     return seeds
 
 
 def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
-                    per_family: int = 4) -> list[Variant]:
+                    per_family: int = 4, layout: str = "base") -> list[Variant]:
     """Starting points for a search: per family, its heuristic seed, then the valid variants
     farthest (in log2 parameter steps) from those already chosen, so every family's space is
     sampled at its corners before a model is fitted. Ordered round by round (every family's seed
@@ -617,8 +624,8 @@ def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,
     afford only the first few still starts every family."""
     limits = DeviceLimits.of(device)
     per_family_picks: list[list[Variant]] = []
-    for seed in heuristic_variants(M, N, K, group_size, limits):
-        family = [v for v in family_space(seed.family, M, N, K, group_size, limits)]
+    for seed in heuristic_variants(M, N, K, group_size, limits, layout):
+        family = [v for v in family_space(seed.family, M, N, K, group_size, limits, layout)]
         picks = [seed]
         logs = {v: [param_steps(x) for x in v.params.values()] for v in family}
         while len(picks) < min(per_family, len(family)):

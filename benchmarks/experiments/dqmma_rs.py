@@ -21,19 +21,11 @@ touches shared memory (~112 KB a block), and no hand-over between partitions is 
 Each warp group unpacks block i + 1 while its wgmma of block i runs (one left in flight).
 
 The register operand's fragment puts, for each 16-deep k step, k = 2t, 2t + 1, 2t + 8, 2t + 9 of two
-rows in thread t of a quad. Layout **frag32** stores exactly those: int32 [K/32, N, 4], word t of column n
-in 32-deep chunk c holding the 8 codes of k = 32c + 2t + 8 i0 + 16 i1 + e (pair i = i0 + 2 i1 at nibble
-positions i and i + 4, e = 0 and 1), so one LOP3 per pair gives the fp16x2 the fragment holds, and the
-4 words of a column's chunk are 16 contiguous bytes (the warp reads 128 contiguous bytes: no bank
-conflict). `pack_frag32`/`unpack_frag32` are its specification (CI-tested against the fragment's k
-order written out by hand); the kernel is checked against A @ dequantize(base packing).
-
-Tile: BN = 64 x WG columns of W (the wgmma M, one warp group per 64), BM tokens (the wgmma N: 8..256,
-so the same form serves decode), BK = 64 or 128 dividing the group size (one scale row per block, folded
-into the fp16 weights as dequantize does). Split-K over whole blocks with the families' deterministic
-reduction; a TMA loader warp; the MMA warps unpack and multiply. TMA zero-fills past M and N; the scales'
-rows need N % 8 == 0. The kernel is the rsmma family's (`rsmma_kernel`), launched with this layout's
-fragment builder (`frag32_fragment`), its packed box and natural row order.
+rows in thread t of a quad. Layout **frag32** stores exactly those (variants/layout.py, its specification
+and tests; rows 50-51 had it as [K/32, N, 4] with rows in natural order, shipped in row 69 as [K/32, 4N]
+with a column pair's words adjacent, so the fragment's rows come in the family's paired order). The kernel
+is the rsmma family's (`rsmma_kernel`), launched here with frag32's fragment builder and descriptors on
+weights repacked from the base layout, and checked against A @ dequantize(base packing).
 
 The probe first runs each config on mask-edge shapes in a child process with a timeout (a wrong barrier
 phase hangs), checks it at the key against A @ dequantize(W), then times it beside the packaged table's
@@ -45,117 +37,14 @@ from pathlib import Path
 
 import torch
 import triton
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
-from tunesearch.variants.layout import PACK, unpack  # noqa: E402
-from tunesearch.variants.rsmma import ALL_PARTS, rsmma_kernel  # noqa: E402
-
-CHUNK = 32  # k per frag32 chunk: two 16-deep wgmma k steps, one word per thread of a quad
-
-
-def _frag32_k(device=None) -> torch.Tensor:
-    """[4 words t, 8 nibble positions p] -> k within the chunk: pair i = p % 4, e = p // 4."""
-    t = torch.arange(4, device=device)[:, None]
-    p = torch.arange(PACK, device=device)[None, :]
-    i = p % 4
-    return 2 * t + 8 * (i % 2) + 16 * (i // 2) + p // 4
-
-
-def pack_frag32(packed: torch.Tensor) -> torch.Tensor:
-    """Base-layout packed int32 [K/8, N] -> layout frag32, int32 [K/32, N, 4] (K a multiple of 32)."""
-    codes = unpack(packed)  # [K, N], 0..15
-    k, n = codes.shape
-    if k % CHUNK:
-        raise ValueError(f"frag32 packs 32-deep chunks: K={k} is not a multiple of {CHUNK}")
-    chunks = codes.reshape(k // CHUNK, CHUNK, n).to(torch.int64)
-    picked = chunks[:, _frag32_k(packed.device), :]  # [K/32, 4, 8, N]
-    shifts = (4 * torch.arange(PACK, device=packed.device, dtype=torch.int64))[None, None, :, None]
-    words = (picked << shifts).sum(dim=2)  # [K/32, 4, N]
-    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-    return words.permute(0, 2, 1).contiguous()
-
-
-def unpack_frag32(packed_f: torch.Tensor) -> torch.Tensor:
-    """Layout frag32 int32 [K/32, N, 4] -> the codes (0..15) as int32 [K, N], in k order."""
-    c, n, four = packed_f.shape
-    assert four == 4 and packed_f.dtype == torch.int32
-    shifts = 4 * torch.arange(PACK, device=packed_f.device, dtype=torch.int32)
-    nibbles = (packed_f.permute(0, 2, 1)[:, :, None, :] >> shifts[None, None, :, None]) & 0xF  # [C, 4, 8, N]
-    codes = torch.empty(c, CHUNK, n, dtype=torch.int32, device=packed_f.device)
-    codes[:, _frag32_k(packed_f.device), :] = nibbles
-    return codes.reshape(c * CHUNK, n)
-
-
-@gluon.jit
-def _codes_ptx(words):
-    """The eight codes of each frag32 word as fp16 q - 8, nibble positions (i, i + 4) in pair i: one LOP3 a
-    pair puts them under fp16's 1024 (0x6400), and the 16x-scaled odd pairs are undone by the FMA."""
-    return gl.inline_asm_elementwise(
-        asm="""{
-        .reg .b32 r0, r1, r2, r3, w8, c1032, c16, c72;
-        mov.b32 c1032, 0x64086408;
-        mov.b32 c16, 0x2C002C00;
-        mov.b32 c72, 0xD480D480;
-        lop3.b32 r0, $8, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 r1, $8, 0x00F000F0, 0x64006400, 0xEA;
-        shr.b32 w8, $8, 8;
-        lop3.b32 r2, w8, 0x000F000F, 0x64006400, 0xEA;
-        lop3.b32 r3, w8, 0x00F000F0, 0x64006400, 0xEA;
-        sub.f16x2 r0, r0, c1032;
-        fma.rn.f16x2 r1, r1, c16, c72;
-        sub.f16x2 r2, r2, c1032;
-        fma.rn.f16x2 r3, r3, c16, c72;
-        mov.b32 {$0, $4}, r0;
-        mov.b32 {$1, $5}, r1;
-        mov.b32 {$2, $6}, r2;
-        mov.b32 {$3, $7}, r3;
-        }""",
-        constraints="=h,=h,=h,=h,=h,=h,=h,=h,r", args=[words], dtype=(gl.float16,) * 8, is_pure=True, pack=1)
-
-
-@gluon.jit
-def frag32_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
-    """W^T [BN, BK] of one block in the wgmma's register-operand layout: frag32 words from shared memory
-    (thread t of a quad reads word t, so the codes land where the fragment wants them), scaled if SCALED."""
-    C: gl.constexpr = p_tile.type.shape[0]
-    BN: gl.constexpr = p_tile.type.shape[1]
-    q = _codes_ptx(p_tile.load(WORDS))  # 8 x [C, BN, 4]
-    z = gl.join(gl.join(gl.join(q[0], q[4]), gl.join(q[1], q[5])),
-                gl.join(gl.join(q[2], q[6]), gl.join(q[3], q[7])))  # [C, BN, t, e, i0, i1]
-    z = gl.permute(z, [1, 0, 5, 4, 2, 3])  # [BN, C, i1, i0, t, e]: k = 32 c + 16 i1 + 8 i0 + 2 t + e
-    w = gl.convert_layout(gl.reshape(z, [BN, C * 32]), FRAG, assert_trivial=True)  # registers only
-    if SCALED:
-        scale = s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG))  # straight into the rows' layout
-        w = w * gl.expand_dims(scale, 1)
-    return w
-
-
-def word_layout(BK: int, WG: int):
-    """Where each thread reads its frag32 words [BK/32, BN, 4]: lanes 4t + ... as the fragment's quads
-    (t -> word, g -> column), the second row of a thread 8 columns on, chunks in registers, 16 columns a
-    warp, 64 a warp group."""
-    chunks = [[1 << b, 0, 0] for b in range((BK // 32).bit_length() - 1)]
-    return gl.DistributedLinearLayout(reg_bases=[[0, 8, 0]] + chunks,
-                                      lane_bases=[[0, 0, 1], [0, 0, 2], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
-                                      warp_bases=[[0, 16, 0], [0, 32, 0]] + ([[0, 64, 0]] if WG == 2 else []),
-                                      block_bases=[], shape=[BK // 32, 64 * WG, 4])
-
-
-def descriptors(a, packed_f, scales, BM: int, BK: int, WG: int):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    BN = 64 * WG
-    return (TensorDescriptor.from_tensor(a, [BM, BK], gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)),
-            TensorDescriptor.from_tensor(packed_f, [BK // 32, BN, 4],
-                                         gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=3)),
-            TensorDescriptor.from_tensor(scales, [1, BN],
-                                         gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)))
-
+from tunesearch.variants.layout import to_layout  # noqa: E402
+from tunesearch.variants.rsmma import (ALL_PARTS, frag32_descriptors, frag32_fragment,  # noqa: E402
+                                       frag32_word_layout, rsmma_kernel)
 
 def launch_registers(WG: int) -> int:
     """The MMA warps (4 per warp group) and the loader, padded to a warp group, share an SM's 64K."""
@@ -163,9 +52,9 @@ def launch_registers(WG: int) -> int:
 
 
 def _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, scale_after=False) -> dict:
-    """The family kernel's constexprs for the frag32 layout (its fragment builder, rows in natural order)."""
+    """The family kernel's constexprs for the frag32 layout (its fragment builder, rows in the paired order)."""
     return dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
-                WORDS=word_layout(BK, WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=False, PARTS=ALL_PARTS,
+                WORDS=frag32_word_layout(BK, 4 * WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
                 SCALE_AFTER=scale_after, num_warps=4 * WG)
 
 
@@ -173,12 +62,12 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     """A no-argument callable running the kernel on these operands (for graph capture); ``meta_overrides``
     replace its meta-parameters (e.g. ``maxnreg`` for several CTAs an SM, ``PARTS`` for the ring alone)."""
     M, K = a.shape
-    N = packed_f.shape[1]
+    N = scales.shape[1]
     BN = 64 * WG
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     ws = torch.empty(tiles * SPLIT_K * BN * BM if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-    args = (*descriptors(a, packed_f, scales, BM, BK, WG), out, ws, locks, M, N, K, *out.stride())
+    args = (*frag32_descriptors(a, packed_f, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride())
     meta = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size) | dict(maxnreg=launch_registers(WG)) | meta_overrides
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
@@ -186,16 +75,14 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
 
 def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0, group_size=128):
     """The kernel compiled for sm_90 without a GPU (descriptors of a 4096-deep layer's operands); SCALE_AFTER
-    scales each block's partial (rows in natural order: rsmma_kernel's other branch of `_row_scales`). That
-    form serializes every wgmma as the code stands (C7514: at the loop's back-edge the in-flight partial is
-    copied into the loop-carried registers; the family's paired-row form compiles without the copy, all 90
-    of its scale-after configs checked offline, NOTES.md row 64): to mend before frag32 ships with it."""
+    scales each block's partial. (The natural-row form of rows 50-64 serialized every wgmma with it, C7514;
+    frag32 now keeps the family's paired rows, row 69.)"""
     a = torch.empty(BM, 4096, dtype=torch.float16)
-    packed_f = torch.empty(128, 11008, 4, dtype=torch.int32)
+    packed_f = torch.empty(128, 4 * 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, bool(SCALE_AFTER))
-    return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors(a, packed_f, scales, BM, BK, WG), consts, 4 * WG,
-                                           launch_registers(WG))
+    return gluon_checks.compile_tma_kernel(rsmma_kernel, frag32_descriptors(a, packed_f, scales, BM, 64 * WG, BK),
+                                           consts, 4 * WG, launch_registers(WG))
 
 
 def schedule(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0) -> dict:
@@ -214,7 +101,7 @@ def schedule(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0) -> dict:
 
 
 def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int = 4096, group_size: int = 128,
-                           **meta_overrides):
+                           layout: str = "base", **meta_overrides):
     """The rsmma family's kernel for ``variant_id`` compiled for sm_90 without a GPU, with the launch the
     family makes (``api._rsmma_call``) on CPU stand-ins for a layer's operands, any of its meta-parameters
     replaced by ``meta_overrides`` (e.g. ``maxnreg``, or rsmma_anatomy's ``FRAGMENT``)."""
@@ -222,7 +109,7 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     from tunesearch.variants.space import Variant
 
     a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 8, N, dtype=torch.int32)
+    packed = torch.empty(K // 8, N, dtype=torch.int32) if layout == "base" else torch.empty(K // 32, 4 * N, dtype=torch.int32)
     scales = torch.empty(K // group_size, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
@@ -308,7 +195,7 @@ SMOKE_SHAPES = [(65, 512, 200), (130, 1024, 520), (5, 256, 264)]
 
 def _launch(config):
     """``config``'s launch on base-layout operands (weights repacked to frag32), as gluon_checks takes it."""
-    return lambda a, packed, scales, out: launcher(a, pack_frag32(packed), scales, out, **config)
+    return lambda a, packed, scales, out: launcher(a, to_layout(packed, "frag32"), scales, out, **config)
 
 
 def smoke(config) -> str | None:
@@ -327,7 +214,7 @@ def main(out_dir):
     rows, smoked = [], {}
     for (M, K, N), configs in PLAN.items():
         ops = Operands(M, N, K, 128, info.l2_bytes)
-        frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies]
+        frag = [(c[0], to_layout(c[1], "frag32"), c[2], c[3]) for c in ops.copies]
         inputs = CheckInputs(M, N, K, 128, "cuda")
         shipped = table.resolve(M, N, K, torch.device("cuda"))
         ref = dict(fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
