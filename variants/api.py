@@ -108,7 +108,7 @@ def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, 
     copies where TMA cannot read them as they are), C, and, when a tile gathers ``parts`` > 1 partials,
     a workspace of that many fp32 [BM, BN] slots per tile and the tiles' arrival counters."""
     M, K = a.shape
-    N = packed.shape[1]
+    N = scales.shape[1]  # packed is 4N wide in layout frag32
     if parts > 1:
         workspace = torch.empty(tiles * parts * bm * bn, dtype=torch.float32, device=a.device)
         locks = _locks(a.device, tiles)
@@ -125,7 +125,7 @@ def _dqmma_call(p, a, packed, scales, out, group_size: int):
     from .dqmma import descriptors, dqmma_kernel, launch_registers
 
     M, K = a.shape
-    N = packed.shape[1]
+    N = scales.shape[1]
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
     grid, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
     args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
@@ -164,7 +164,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
     M, K = a.shape
-    N = packed.shape[1]
+    N = scales.shape[1]
     p = variant.params
     if variant.family == "dqmma":  # Gluon: imported only where the family can run
         return _dqmma_call(p, a, packed, scales, out, group_size)
@@ -199,7 +199,7 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
 def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bool = False):
     """Launch ``variant`` on validated operands (no checks here: the hot path)."""
     if variant.family in CUBLAS_FAMILIES:
-        N, K = packed.shape[1], a.shape[1]
+        N, K = scales.shape[1], a.shape[1]
         cols = N if variant.family == "dequant" else chunk_columns(variant.params, N, K)
         return _launch_dequant(variant.params, a, packed, scales, out, group_size, warmup, cols)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
