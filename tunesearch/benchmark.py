@@ -15,16 +15,16 @@ from .peers import time_gemlite, time_naive_triton, time_tinygemm
 PEERS = ("tinygemm_us", "naive_triton_us", "gemlite_us")  # timed when --peers (gemlite if installed)
 
 
-def python_overhead_us(mm, K: int, N: int, calls: int = 2000) -> dict:
-    """Host time per call (M = 1): the dispatcher, against Triton's own launch of the same
-    variant (``kernel[grid](...)``, what a hand-written caller does)."""
+def python_overhead_us(mm, K: int, N: int, calls: int = 2000, M: int = 1) -> dict:
+    """Host time per call (M = 1 unless given): the dispatcher, against Triton's own launch of the
+    same variant (``kernel[grid](...)``, what a hand-written caller does)."""
     from tunesearch.variants.api import launch
 
-    a = torch.randn(1, K, device="cuda", dtype=torch.float16)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     scales = torch.full((K // mm.group_size, N), 0.01, dtype=torch.float16, device="cuda")
     packed = mm.prepare(torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device="cuda"), scales)
-    variant = mm.resolve(1, N, K, a.device, mm.layout_for(N, K, a.device))
-    out = torch.empty(1, N, dtype=torch.float16, device="cuda")
+    variant = mm.resolve(M, N, K, a.device, mm.layout_for(N, K, a.device))
+    out = torch.empty(M, N, dtype=torch.float16, device="cuda")
     result = {}
     for name, call in (("triton_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),
                        ("dispatch", lambda: mm(a, packed, scales))):

@@ -118,17 +118,28 @@ def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, 
             out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
 
 
+def _gluon_descriptors(family: str, packed, scales):
+    """The TMA descriptor builder ``(a, packed, scales, BM, BN, BK)`` of a Gluon family's launch, for the
+    layout the weights are in (rsmma reads both; its fragment builder follows, ``_rsmma_call``)."""
+    if family == "dqmma":
+        from .dqmma import descriptors
+        return descriptors
+    from . import rsmma
+    return rsmma.frag32_descriptors if layout_of(packed, scales) == "frag32" else rsmma.descriptors
+
+
 def _dqmma_call(p, a, packed, scales, out, group_size: int):
     """dqmma's kernel, grid, arguments and meta: its workspace holds fp32 [BM, BN] partial tiles, as
     many slots per tile as one tile gathers (``gluon_grid``); the TMA descriptors hold the base
-    addresses, so they are built per call (make_launcher leaves dqmma generic)."""
-    from .dqmma import descriptors, dqmma_kernel, launch_registers
+    addresses, so they are built per call."""
+    from .dqmma import dqmma_kernel, launch_registers
 
     M, K = a.shape
     N = scales.shape[1]
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
     grid, parts = gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], _sm_count(a.device))
-    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
+    args = _gluon_args(_gluon_descriptors("dqmma", packed, scales), a, packed, scales, out, bm, bn, bk,
+                       cdiv(M, bm) * cdiv(N, bn), parts)
     # at BN=256 the MMA warps issue the TMA themselves: 4 warps fewer, so the 168 registers a thread
     # that N=256's wgmma needs fit the SM at launch
     loads = bn == 256
@@ -150,10 +161,11 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
     grid, parts = gluon_grid(M, N, K, bm, bn, bk, split_k, p["CTAS"] * _sm_count(a.device))
     if layout_of(packed, scales) == "frag32":
-        descriptors, fragment, words = rsmma.frag32_descriptors, rsmma.frag32_fragment, rsmma.frag32_word_layout
+        fragment, words = rsmma.frag32_fragment, rsmma.frag32_word_layout
     else:
-        descriptors, fragment, words = rsmma.descriptors, rsmma.fragment, rsmma.word_layout
-    args = _gluon_args(descriptors, a, packed, scales, out, bm, bn, bk, cdiv(M, bm) * cdiv(N, bn), parts)
+        fragment, words = rsmma.fragment, rsmma.word_layout
+    args = _gluon_args(_gluon_descriptors("rsmma", packed, scales), a, packed, scales, out, bm, bn, bk,
+                       cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS,
                 num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
@@ -224,9 +236,10 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     operand, a launch hook installed (a profiler), or the interpreter takes the generic path.
     """
     generic = functools.partial(launch, variant, group_size=group_size)
-    if (interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda"
-            or variant.family in GLUON_FAMILIES):  # their TMA descriptors hold the addresses: built per call
+    if interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda":
         return lambda a, packed, scales, out: generic(a, packed, scales, out)
+    if variant.family in GLUON_FAMILIES:
+        return _gluon_launcher(variant, a, packed, scales, out, group_size, generic)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)
     compiled._init_handles()
@@ -251,6 +264,39 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
         else:
             run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
                 a, packed, scales, out, out, out, *fixed, *constexprs)
+        return out
+
+    return launcher
+
+
+def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, generic):
+    """``make_launcher``'s launcher for a Gluon family: compiled once, then per call only the three TMA
+    descriptors (they hold the operands' addresses) and a split's fp32 workspace are made before the
+    compiled kernel's own launcher runs. Triton's generic path (binding, specializing, hashing the
+    constexpr layouts) took ~100 us of host time a call on the H200's host (NOTES.md row 69). Operands
+    TMA cannot read as they are (``tma_aligned``) take the generic path, which copies them."""
+    kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
+    compiled = kernel.warmup(*args, grid=grid, **meta)
+    compiled._init_handles()
+    describe = _gluon_descriptors(variant.family, packed, scales)
+    bm, bn, bk = variant.params["BM"], variant.params["BN"], variant.params["BK"]
+    workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
+    locks, fixed = args[5], args[6:9]  # the split counters (a persistent buffer), M, N, K
+    constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
+    run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
+    g0, g1, g2 = grid
+    device = a.get_device()
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launcher(a, packed, scales, out):
+        if (not (tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales))
+                or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
+            return generic(a, packed, scales, out)
+        ws = torch.empty(workspace, dtype=torch.float32, device=a.device) if workspace else out
+        run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
+            *describe(a, packed, scales, bm, bn, bk), out, ws, locks if workspace else out, *fixed,
+            out.stride(0), out.stride(1), *constexprs)
         return out
 
     return launcher

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from tunesearch.variants.layout import to_layout  # noqa: E402
 
+
 def frag32_launch(variant, **meta_overrides):
     """``variant``'s launch on frag32 weights as gluon_checks takes it (base-layout operands, repacked
     here: the check's weights come in the base layout); the family's launcher reads the layout from them."""
@@ -52,7 +53,7 @@ def schedule(variant_id: str) -> dict:
     return out
 
 
-# (M, K, N): rsmma_anatomy's keys, decode first
+# (M, K, N): rsmma_anatomy's keys, decode first; each key's pick is the packaged table's (frag32's since row 69)
 KEYS = [(1, 11008, 4096), (1, 4096, 22016), (1, 4096, 11008), (4, 4096, 12288), (8, 11008, 4096),
         (16, 4096, 11008), (16, 4096, 4096), (32, 4096, 11008), (32, 4096, 22016), (64, 4096, 11008),
         (128, 4096, 11008), (128, 4096, 4096), (256, 4096, 11008), (256, 4096, 22016)]

@@ -8,9 +8,10 @@ The _s29 anatomy: at M <= 32 the TMA ring alone (no MMA) runs 1.5-3 us over the 
 slower still. The base layout's box is BK/8 rows of 256 bytes (BN=64 columns of int32), N * 4 bytes
 apart. Each key's table pick (base layout) is timed whole and as the ring alone, then:
 - frag32, ring_frag32: the same launch (tile, stages, splits, the registers of its CTAs an SM) on a
-  frag32 copy of the weights (dqmma_rs.py: int32 [K/32, N, 4], a block BK/32 rows of 1 KB), whole
-  (checked against A @ dequantize(W); the fragment scaled before the wgmma, as frag32's scale-after
-  form serializes) and as the ring alone. Its TMA box is 3-D with a 16-byte inner dimension;
+  frag32 copy of the weights (dqmma_rs.py's launcher, the fragment scaled before the wgmma), whole
+  (checked against A @ dequantize(W)) and as the ring alone. In row 66 its TMA box was 3-D with a
+  16-byte inner dimension (17.41 vs 13.31 us at M=16); since row 69 frag32 is [K/32, 4N] in 1 KB boxes
+  (variants/layout.py), and the table's weights are kept in it;
 - probe_tail: the bare ring (base layout, scales per block) followed by the family's split reduction of
   a zero tile (`store_tile`): what the tail costs in the ring (row 66: 1.3-2.6 us in the family). (A
   form with the counter taken first, the last split keeping its partial in registers and waiting on the
@@ -40,7 +41,8 @@ from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
-from benchmarks.experiments.dqmma_rs import family_launch, launcher, pack_frag32  # noqa: E402
+from benchmarks.experiments.dqmma_rs import family_launch, launcher  # noqa: E402
+from tunesearch.variants.layout import pack_frag32  # noqa: E402
 from tunesearch.variants.dqmma import store_tile  # noqa: E402
 
 
