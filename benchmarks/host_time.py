@@ -22,7 +22,7 @@ def main(out_dir, ms=(1,)):
     rows = []
     for K, N in parse_shapes("llama-7b"):
         for M in ms:
-            variant = mm.resolve(M, N, K, torch.device("cuda"), mm.layout_for(N, K, torch.device("cuda")))
+            variant = mm.resolve(M, N, K, torch.device("cuda"))
             row = dict(K=K, N=N, M=M, variant=variant.id, **python_overhead_us(mm, K, N, M=M))
             rows.append(row)
             print(f"{K}x{N} M={M} {variant.id}: mm {row['dispatch']:.1f} us, Triton's launch "

@@ -259,6 +259,9 @@ def test_prepare_stores_weights_in_the_tables_layout_and_both_layouts_compute_th
     a = torch.randn(3, 256).half()
     ref = a.float() @ dequantize(packed, scales, 64).float()
     assert mm.resolve(3, 72, 256, a.device, "frag32") == Variant.from_id("dequant.bk32.bn64.w4")
+    assert mm.resolve(3, 72, 256, a.device) == mm.resolve(3, 72, 256, a.device, "frag32")  # the table's own
+    with pytest.raises(DispatchError, match="mm.prepare"):  # strict: no silent fallback for base weights
+        load_dispatch(frag32_table, group_size=64, strict=True)(a, packed, scales)
     for out in (mm(a, prepared, scales), mm.op(a, prepared, scales)):
         assert out.shape == (3, 72) and (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
     with caplog.at_level(logging.WARNING, logger="tunesearch"):  # base weights: still right, and told once

@@ -23,7 +23,7 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000, M: int = 1) -> dic
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     scales = torch.full((K // mm.group_size, N), 0.01, dtype=torch.float16, device="cuda")
     packed = mm.prepare(torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device="cuda"), scales)
-    variant = mm.resolve(M, N, K, a.device, mm.layout_for(N, K, a.device))
+    variant = mm.resolve(M, N, K, a.device)
     out = torch.empty(M, N, dtype=torch.float16, device="cuda")
     result = {}
     for name, call in (("triton_launch", lambda: launch(variant, a, packed, scales, out, mm.group_size)),

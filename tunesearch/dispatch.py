@@ -7,7 +7,7 @@ A table keeps each shape's weights in one layout (variants/layout.py); ``mm.prep
 stores base-layout weights in it, once at load (``quantize_model`` does). ``mm`` takes the weights in
 either layout (their widths tell which) and picks among the variants tuned for that layout; base-layout
 weights of a shape tuned in another layout run the nearest tuned shape's or a heuristic's pick, with a
-note logged once.
+note logged once (``strict=True``: an error instead).
 
 Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M, N, K)
 resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
@@ -169,10 +169,12 @@ class Dispatcher:
                                 f"weights in the table's layout ({want})")
         return to_layout(packed, want)
 
-    def resolve(self, M: int, N: int, K: int, device: torch.device, layout: str = "base") -> Variant | None:
-        """The variant for (M, N, K) on ``device`` with the weights in ``layout``; None means
-        dequantize-then-matmul."""
+    def resolve(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> Variant | None:
+        """The variant for (M, N, K) on ``device`` with the weights in ``layout`` (None: the layout the table
+        keeps the shape in, so its pick); None means dequantize-then-matmul."""
         G = self.group_size
+        if layout is None:
+            layout = self.layout_for(N, K, device)
         if device.type != "cuda" and not interpreting():
             return self._fallback(("cpu", N, K), f"{device} tensors")
         table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
@@ -185,6 +187,9 @@ class Dispatcher:
             if variant_error(variant, M, N, K, G, limits, layout=layout) is None:
                 return variant
         if shape is not None and shape.layout != layout:
+            if self.strict:
+                raise DispatchError(f"shape N={N} K={K} was tuned with its weights in layout {shape.layout}, these "
+                                    f"are in {layout}: mm.prepare(packed, scales) stores them so once")
             self._once(("layout", N, K, layout), logging.WARNING, "tunesearch: N=%d K=%d was tuned with its weights "
                        "in layout %s, these are in %s: mm.prepare(packed, scales) stores them so once", N, K,
                        shape.layout, layout)

@@ -70,8 +70,7 @@ def main(out_dir, max_m=4096):
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
     for M, K, N in [key for key in KEYS if key[0] <= max_m]:
-        cuda = torch.device("cuda")
-        variant = table.resolve(M, N, K, cuda, table.layout_for(N, K, cuda))
+        variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         ops = Operands(M, N, K, 128, info.l2_bytes)
