@@ -7,11 +7,11 @@ from rich.table import Table
 
 def best_table(trials, title: str) -> Table:
     table = Table(title=title)
-    for col in ("shape KxN", "M", "variant", "µs", "% roofline", "vs fp16"):
-        table.add_column(col, justify="right" if col not in ("variant", "shape KxN") else "left",
+    for col in ("shape KxN", "M", "layout", "variant", "µs", "% roofline", "vs fp16"):
+        table.add_column(col, justify="right" if col not in ("variant", "shape KxN", "layout") else "left",
                          no_wrap=True)
     for t in trials:
-        table.add_row(f"{t.k}x{t.n}", str(t.m), t.variant_id, f"{t.us:.2f}",
+        table.add_row(f"{t.k}x{t.n}", str(t.m), t.layout, t.variant_id, f"{t.us:.2f}",
                       f"{100 * (t.roofline_frac or 0):.0f}%",
                       f"{t.speedup_fp16:.2f}x" if t.speedup_fp16 else "-")
     return table
@@ -33,7 +33,11 @@ def roofline_plot(trials, copy_bandwidth: float, fp16: dict, path: str, title: s
     shapes = sorted({(t.k, t.n) for t in trials})
     fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.8), squeeze=False)
     for ax, (k, n) in zip(axes[0], shapes):
-        rows = sorted((t for t in trials if (t.k, t.n) == (k, n)), key=lambda t: t.m)
+        fastest = {}  # per M, the fastest of the layouts timed there
+        for t in trials:
+            if (t.k, t.n) == (k, n) and (t.m not in fastest or t.us < fastest[t.m].us):
+                fastest[t.m] = t
+        rows = [fastest[m] for m in sorted(fastest)]
         ms = [t.m for t in rows]
         ax.plot(ms, [t.us for t in rows], "o-", label="tunesearch int4")
         f16 = [(t.m, fp16.get((t.m, t.n, t.k))) for t in rows if fp16.get((t.m, t.n, t.k))]
