@@ -257,7 +257,8 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
     import queue as queue_module
 
     if settings.layouts is None and not settings.interpret_test:  # the workers must deal the same keys
-        settings = SweepSettings(**{**settings.__dict__, "layouts": sweep_layouts(settings, DeviceLimits.of(devices[0]))})
+        layouts = sweep_layouts(settings, DeviceLimits.of(devices[0]))
+        settings = SweepSettings(**{**settings.__dict__, "layouts": layouts})
     ctx = multiprocessing.get_context("spawn")
     events, key_queue = ctx.Queue(), ctx.Queue()
     for i in range(len(settings.shapes) * len(settings.ms) * len(settings.layouts or ("base",))):

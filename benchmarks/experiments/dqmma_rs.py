@@ -109,7 +109,7 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     from tunesearch.variants.space import Variant
 
     a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 8, N, dtype=torch.int32) if layout == "base" else torch.empty(K // 32, 4 * N, dtype=torch.int32)
+    packed = torch.empty(*((K // 8, N) if layout == "base" else (K // 32, 4 * N)), dtype=torch.int32)
     scales = torch.empty(K // group_size, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
