@@ -386,6 +386,22 @@ def initial_queue(neighbours: list[Variant], spread: list[Variant], trials: int,
     return list(dict.fromkeys(neighbours + spread))[:quota]
 
 
+def _distinct_variants(variant_ids, limit: int) -> list[Variant]:
+    """The first ``limit`` distinct variants of ``variant_ids`` (in their order), skipping ids this
+    tunesearch no longer parses."""
+    seeds: list[Variant] = []
+    for vid in variant_ids:
+        try:
+            v = Variant.from_id(vid)
+        except ValueError:
+            continue
+        if v not in seeds:
+            seeds.append(v)
+            if len(seeds) >= limit:
+                break
+    return seeds[:limit]
+
+
 def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4) -> list[Variant]:
     """The key's fastest variants timed with other code of their family (``codes``: family -> this
     code), for the families searched now: a kernel change is usually small, so its former winners are
@@ -393,15 +409,7 @@ def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4
     them by 6-13%: 11008x4096 M=192 40.8 -> 46.2 us, 4096^2 M=96 14.6 -> 16.3.)"""
     former = [t for t in store.trials(key, status="ok")
               if t.family in codes and t.code_version != codes[t.family]]
-    seeds: list[Variant] = []
-    for t in sorted(former, key=lambda t: t.us):
-        try:
-            v = Variant.from_id(t.variant_id)
-        except ValueError:
-            continue
-        if v not in seeds:
-            seeds.append(v)
-    return seeds[:limit]
+    return _distinct_variants((t.variant_id for t in sorted(former, key=lambda t: t.us)), limit)
 
 
 def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[Variant]:
@@ -413,12 +421,7 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
     twins = [t for layout in LAYOUTS if layout != key.layout
              for t in store.trials(Key(key.gpu, key.m, key.n, key.k, key.group_size, layout), status="ok")
              if t.family in families]
-    seeds: list[Variant] = []
-    for t in sorted(twins, key=lambda t: t.us):
-        v = Variant.from_id(t.variant_id)
-        if v not in seeds:
-            seeds.append(v)
-    return seeds[:limit]
+    return _distinct_variants((t.variant_id for t in sorted(twins, key=lambda t: t.us)), limit)
 
 
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) -> list[Variant]:
@@ -438,12 +441,4 @@ def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) 
             ranked.append((1, t.variant_id))
         elif t.gpu_name != key.gpu and same_shape and t.m == key.m:
             ranked.append((2, t.variant_id))
-    seeds = []
-    for _, vid in sorted(ranked):
-        try:
-            v = Variant.from_id(vid)
-        except ValueError:
-            continue
-        if v not in seeds:
-            seeds.append(v)
-    return seeds[:limit]
+    return _distinct_variants((vid for _, vid in sorted(ranked)), limit)

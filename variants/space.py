@@ -490,6 +490,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
 
 def family_space(family: str, M: int, N: int, K: int, group_size: int = 128,
                  device=None, layout: str = "base") -> Iterator[Variant]:
+    if family not in LAYOUT_FAMILIES.get(layout, ()):  # every variant would be refused for it
+        return
     grid = FAMILY_GRID[family]
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
