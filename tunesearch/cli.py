@@ -225,6 +225,50 @@ def export(
 
 
 @app.command()
+def dump(
+    path: str = typer.Argument(..., help="file to write, one trial a JSON line (gzipped if it ends in .gz)"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+    gpu: Optional[str] = typer.Option(None, help="only this GPU's trials (default: all)"),
+):
+    """Write the store's trials, each with its GPU, to a file that `tunesearch load` reads back."""
+    from tunesearch.db.transfer import dump_trials
+
+    store = _open_store(db)
+    try:
+        count = dump_trials(store, path, gpu)
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc}")
+    console.print(f"wrote {path}: {count} trials")
+
+
+@app.command()
+def load(
+    paths: list[str] = typer.Argument(..., help="files written by `tunesearch dump` (or sweep logs of trials)"),
+    db: Optional[str] = typer.Option(None, help=DB_HELP),
+):
+    """Merge trials from files into the store: a trial already there is kept; each file in one transaction."""
+    from tunesearch.db import StoreError
+    from tunesearch.db.transfer import load_trials
+
+    store = _open_store(db)
+    fallback = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():  # the GPU row of lines that name only their GPU
+            from tunesearch.gpu import gpu_info
+
+            fallback = gpu_info(torch.cuda.current_device()).to_dict()
+    except Exception:  # a broken CUDA set-up only loses the fallback
+        fallback = None
+    try:
+        added, present = load_trials(store, paths, fallback)
+    except (OSError, StoreError) as exc:
+        _fail(str(exc))
+    console.print(f"loaded {added} trials into {store.url} ({present} already there)")
+
+
+@app.command()
 def bench(
     shapes: str = typer.Option("llama-7b", help="a preset or KxN,KxN"),
     m: str = typer.Option("1,2,4,8,16,32,64,128,256,1024,4096", "--m", help="M values"),

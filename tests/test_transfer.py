@@ -1,0 +1,155 @@
+"""Trials dumped to JSON lines and loaded back: round trips, merges, old sweep logs, refusals, and the
+packaged table rebuilt from the committed logs it was exported from."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tunesearch.cli import app
+from tunesearch.db import Store, StoreError, Trial
+from tunesearch.db.transfer import TRIAL_FIELDS, dump_trials, load_trials
+from tunesearch.export import build_table
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_ROW = dict(name="gpu-a", capability="9.0", sm_count=132, l2_bytes=50 << 20, memory_bytes=141 << 30,
+               driver="580", torch_version="2.11", triton_version="3.6.0", datasheet_bandwidth=4.8e12)
+
+
+def trial(gpu_id, gpu_name, m, variant_id, us, status="ok", code="c0", layout="base"):
+    return Trial(gpu_id=gpu_id, gpu_name=gpu_name, m=m, n=64, k=256, group_size=64, layout=layout,
+                 variant_id=variant_id, family=variant_id.split(".")[0], params={"BM": m}, code_version=code,
+                 status=status, error=None if status == "ok" else "boom", us=us if status == "ok" else None,
+                 gbps=100.0 if status == "ok" else None, roofline_frac=0.025 if status == "ok" else None,
+                 versions={"driver": "580", "torch": "2.11", "triton": "3.6.0"})
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(f"sqlite:///{tmp_path}/a.db")
+    a = s.upsert_gpu(GPU_ROW, 4.0e12)
+    b = s.upsert_gpu({**GPU_ROW, "name": "gpu-b", "sm_count": 78}, 3.0e12)
+    s.add_trial(trial(a.id, "gpu-a", 1, "gemv.x", 10.0))
+    s.add_trial(trial(a.id, "gpu-a", 1, "splitk.x", None, status="failed"))
+    s.add_trial(trial(a.id, "gpu-a", 4, "rsmma.x", 12.5, code="r1", layout="frag32"))
+    s.add_trial(trial(b.id, "gpu-b", 1, "gemv.x", 20.0))
+    return s
+
+
+def rows(store):
+    return sorted(tuple((name, getattr(t, name)) for name in TRIAL_FIELDS if name != "created_at")
+                  for t in store.trials())
+
+
+def test_dump_then_load_gives_back_every_trial_and_gpu(store, tmp_path):
+    path = tmp_path / "trials.jsonl.gz"
+    assert dump_trials(store, path) == 4
+    assert not list(tmp_path.glob(".trials*"))  # no temporary file left
+    fresh = Store(f"sqlite:///{tmp_path}/b.db")
+    assert load_trials(fresh, [path]) == (4, 0)
+    assert rows(fresh) == rows(store)
+    got = {g.name: (g.sm_count, g.copy_bandwidth, g.l2_bytes) for g in fresh.gpus()}
+    assert got == {"gpu-a": (132, 4.0e12, 50 << 20), "gpu-b": (78, 3.0e12, 50 << 20)}
+    assert [t.created_at for t in fresh.trials()] == [t.created_at for t in store.trials()]
+    # a merge keeps what is there: the same file again adds nothing, another GPU's dump adds its own
+    assert load_trials(fresh, [path]) == (0, 4)
+    assert len(fresh.trials()) == 4 and len(fresh.gpus()) == 2
+
+
+def test_dump_of_one_gpu(store, tmp_path):
+    path = tmp_path / "b.jsonl"
+    assert dump_trials(store, path, gpu="gpu-b") == 1
+    line = json.loads(path.read_text())
+    assert (line["gpu_name"], line["gpu"]["sm_count"], line["us"]) == ("gpu-b", 78, 20.0)
+
+
+def sweep_log_line(**over):
+    """A line as the sweeps' logs in benchmarks/results/ hold trials: no GPU row, params and versions as text."""
+    line = dict(id=7, sweep_id=3, gpu_id=1, gpu_name="gpu-a", m=2, n=64, k=256, group_size=64, layout="base",
+                variant_id="gemv.y", family="gemv", params='{"BM": 2}', code_version="c0", status="ok", error=None,
+                us=5.0, spread=0.01, gbps=300.0, roofline_frac=0.1, tflops=1.0, rel_error=1e-4, fp16_us=9.0,
+                speedup_fp16=1.8, versions='{"driver": "570", "torch": "2.10", "triton": "3.5.0"}',
+                created_at="2026-11-30 12:00:00.5")
+    return json.dumps({**line, **over})
+
+
+def test_a_sweep_log_takes_its_gpu_row_from_the_gpu_at_hand(tmp_path):
+    log = tmp_path / "log.jsonl.gz"
+    with gzip.open(log, "wt") as f:
+        f.write(sweep_log_line(variant_id="gemv.f", us=None, gbps=None, roofline_frac=None, status="failed",
+                               created_at="2026-11-30 13:00:00") + "\n")
+        f.write(sweep_log_line() + "\n")
+        f.write(sweep_log_line(variant_id="gemv.z", gbps=400.0, roofline_frac=0.125,
+                               created_at="2026-11-30 11:00:00") + "\n")
+    s = Store(f"sqlite:///{tmp_path}/c.db")
+    with pytest.raises(StoreError, match="gpu-a"):  # no row for its GPU and none at hand
+        load_trials(s, [log])
+    with pytest.raises(StoreError, match="gpu-a"):  # another GPU at hand is not that one
+        load_trials(s, [log], gpu_fallback={**GPU_ROW, "name": "gpu-other"})
+    assert s.trials() == []
+    assert load_trials(s, [log], gpu_fallback=GPU_ROW) == (3, 0)
+    (g,) = s.gpus()
+    # the GPU at hand's make, the log's software, and the copy bandwidth its newest scored trial was scored
+    # against (the failed trial after it has none)
+    assert (g.sm_count, g.driver, g.torch_version, g.triton_version) == (132, "570", "2.10", "3.5.0")
+    assert g.copy_bandwidth == pytest.approx(300.0e9 / 0.1)
+    t = s.trials()[1]
+    assert (t.params, t.versions["triton"], t.sweep_id) == ({"BM": 2}, "3.5.0", None)
+
+
+def test_a_newer_log_updates_the_gpus_copy_bandwidth(tmp_path):
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text(sweep_log_line() + "\n")
+    new.write_text(sweep_log_line(variant_id="gemv.n", gbps=400.0, roofline_frac=0.1,
+                                  created_at="2026-12-01 00:00:00") + "\n")
+    s = Store(f"sqlite:///{tmp_path}/d.db")
+    load_trials(s, [new, old], gpu_fallback=GPU_ROW)  # the older file last: the newer figure stands
+    (g,) = s.gpus()
+    assert g.copy_bandwidth == pytest.approx(4.0e12)
+
+
+@pytest.mark.parametrize("bad, message", [("{not json", "x.jsonl:2: not a trial line"),
+                                          (json.dumps({"gpu_name": "gpu-a"}), "x.jsonl:2: not a trial line")])
+def test_a_bad_line_is_refused_before_anything_is_written(tmp_path, bad, message):
+    path = tmp_path / "x.jsonl"
+    path.write_text(sweep_log_line() + "\n" + bad + "\n")
+    s = Store(f"sqlite:///{tmp_path}/e.db")
+    with pytest.raises(StoreError, match=message):
+        load_trials(s, [path], gpu_fallback=GPU_ROW)
+    assert s.trials() == [] and s.gpus() == []
+
+
+def test_cli_dump_and_load(store, tmp_path):
+    runner = CliRunner()
+    path = tmp_path / "t.jsonl.gz"
+    r = runner.invoke(app, ["dump", str(path), "--db", store.url])
+    assert r.exit_code == 0, r.output
+    assert "4 trials" in r.output
+    db = f"sqlite:///{tmp_path}/f.db"
+    r = runner.invoke(app, ["load", str(path), str(path), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "loaded 4 trials" in r.output and "4 already" in r.output
+    r = runner.invoke(app, ["load", str(tmp_path / "missing.jsonl"), "--db", db])
+    assert r.exit_code != 0 and "missing.jsonl" in r.output
+
+
+def test_the_packaged_table_is_rebuilt_from_the_committed_sweep_logs(tmp_path):
+    # tunesearch/tables/h200.json is `export --current-code-only` of a store whose trials of this tree's
+    # kernel code are all in these two logs (the Triton families' sweeps to _s12, the layout sweep of _s31):
+    # loaded into an empty store, they give the same table, bucket for bucket. A kernel edit without a
+    # re-sweep, or a table not exported from the logged trials, fails here.
+    table = json.loads((ROOT / "tunesearch/tables/h200.json").read_text())
+    h200 = table["gpus"]["NVIDIA H200"]
+    fallback = dict(name="NVIDIA H200", capability=h200["capability"], sm_count=h200["sm_count"], l2_bytes=0,
+                    memory_bytes=0, driver="-", torch_version="-", triton_version="-",
+                    datasheet_bandwidth=h200["datasheet_bandwidth"])
+    store = Store(f"sqlite:///{tmp_path}/h200.db")
+    logs = [ROOT / "benchmarks/results" / name for name in ("trials_llama7b_h200_2026-11-30_s12.jsonl.gz",
+                                                           "trials_layouts_h200_2026-12-01_s31.jsonl.gz")]
+    load_trials(store, logs, gpu_fallback=fallback)
+    rebuilt = build_table(store, current_code_only=True)
+    for t in (table, rebuilt):
+        t.pop("created")
+    assert rebuilt == table
+    assert [g.name for g in store.gpus()] == ["NVIDIA H200"]  # one GPU row: both logs ran in one environment
