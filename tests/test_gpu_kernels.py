@@ -206,6 +206,17 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     if not err < 2e-3:
         failures.append(f"{picks[0].id} sliced weights: relative error {err:.3g}")
+    # one launcher, later calls on other tensors of the same shapes: its descriptors follow their addresses
+    # (the launcher keeps only the boxes and layouts of its first call)
+    launch = make_launcher(picks[0], a, packed, scales, torch.empty(M, N, dtype=torch.float16, device="cuda"), G)
+    for _ in range(2):
+        a2, packed2, scales2 = torch.randn_like(a), packed.clone(), scales * 0.5
+        ref2 = a2.float() @ dequantize(packed2, scales2, G).float()
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+        launch(a2, packed2, scales2, out)
+        err = ((out.float() - ref2).abs().max() / ref2.abs().max()).item()
+        if not err < 2e-3:
+            failures.append(f"{picks[0].id} launcher on other operands: relative error {err:.3g}")
     # the split reductions (stream-K's, split-K's) sum the partials in the contributors' order, whichever
     # arrives last: bitwise the same result on every run
     for variant in split:

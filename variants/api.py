@@ -271,15 +271,19 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
 
 def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, generic):
     """``make_launcher``'s launcher for a Gluon family: compiled once, then per call only the three TMA
-    descriptors (they hold the operands' addresses) and a split's fp32 workspace are made before the
-    compiled kernel's own launcher runs. Triton's generic path (binding, specializing, hashing the
-    constexpr layouts) took ~100 us of host time a call on the H200's host (NOTES.md row 69). Operands
-    TMA cannot read as they are (``tma_aligned``) take the generic path, which copies them."""
+    descriptors (they hold the operands' addresses; their boxes and layouts are the first launch's) and
+    a split's fp32 workspace are made before the compiled kernel's own launcher runs. Triton's generic
+    path (binding, specializing, hashing the constexpr layouts) took ~100 us of host time a call on the
+    H200's host (NOTES.md row 69). Operands TMA cannot read as they are (``tma_aligned``) take the generic
+    path, which copies them."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)
     compiled._init_handles()
-    describe = _gluon_descriptors(variant.family, packed, scales)
-    bm, bn, bk = variant.params["BM"], variant.params["BN"], variant.params["BK"]
+    # the launch's three descriptors give each operand's box and shared layout: per call only new
+    # descriptors over the same boxes (the builders make the layouts again each time, most of their cost)
+    boxes = [(d.block_shape, d.layout) for d in args[:3]]
     workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
     locks, fixed = args[5], args[6:9]  # the split counters (a persistent buffer), M, N, K
     constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
@@ -294,8 +298,10 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
                 or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
             return generic(a, packed, scales, out)
         ws = torch.empty(workspace, dtype=torch.float32, device=a.device) if workspace else out
+        descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
+                       for t, (box, layout) in zip((a, packed, scales), boxes)]
         run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
-            *describe(a, packed, scales, bm, bn, bk), out, ws, locks if workspace else out, *fixed,
+            *descriptors, out, ws, locks if workspace else out, *fixed,
             out.stride(0), out.stride(1), *constexprs)
         return out
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Resume the packaged table's sweep on one GPU with no store carried (NOTES.md row 70): the store is
+# rebuilt from the committed sweep logs the table was exported from (`tunesearch load`), its export is
+# checked against tunesearch/tables/h200.json, then the GPU tests of the launcher and the dispatch, the
+# host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
+# dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
+# Env: LOGS (the logs to load; default the two the table came from), MS, TRIALS, FAMILIES, LAYOUTS,
+# SWEEP_S (the sweep's seconds). Source benchmarks/device_setup.sh first.
+set -uo pipefail
+step() { echo "== $1 ($(date -u +%T))"; }
+DB=sqlite:////tmp/s.db
+LOGS=${LOGS:-"benchmarks/results/trials_llama7b_h200_2026-11-30_s12.jsonl.gz benchmarks/results/trials_layouts_h200_2026-12-01_s31.jsonl.gz"}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+
+step "rebuild the store from the logs"
+tunesearch load $LOGS --db $DB 2>&1 | tail -2
+tunesearch export /tmp/before.json --db $DB --current-code-only 2>&1 | tail -1
+python3 - <<'PY'
+import json
+a, b = (json.load(open(p)) for p in ("tunesearch/tables/h200.json", "/tmp/before.json"))
+for t in (a, b):
+    t.pop("created")
+print("packaged table reproduced:", a == b)
+PY
+
+step "GPU tests: the Gluon launcher (rsmma on frag32) and the dispatch"
+timeout ${TEST_S:-200} python -m pytest -q -p no:warnings tests/test_gpu_kernels.py tests/test_gpu_dispatch.py \
+  -k "(gluon and rsmma and frag32) or dispatch" 2>&1 | tail -3
+[ "${PIPESTATUS[0]}" = 0 ] || { echo "GPU tests failed: no sweep"; exit 1; }
+
+step "host time"
+timeout 60 python benchmarks/host_time.py $OUT 1,16 2>&1 | tail -10
+
+step "sweep${MS:+ M=$MS}, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
+timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes llama-7b ${MS:+--m $MS} ${FAMILIES:+--families $FAMILIES} \
+  ${LAYOUTS:+--layouts $LAYOUTS} --trials ${TRIALS:-30} --time-budget ${SWEEP_S:-200} --db $DB 2>&1 | grep -v "━" | tail -40
+tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
+tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
+python3 - <<'PY'
+import json, os
+old = json.load(open("tunesearch/tables/h200.json"))["gpus"]["NVIDIA H200"]["shapes"]
+new = json.load(open(os.environ["OUT"] + "/h200.json"))["gpus"]["NVIDIA H200"]["shapes"]
+for shape, entry in new.items():
+    before = {b["m_max"]: b for b in old[shape]["buckets"]}
+    for b in entry["buckets"]:
+        o = before[b["m_max"]]
+        if o["variant"]["id"] != b["variant"]["id"]:
+            print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
+PY
+
+step "dispatch GPU tests on the new table"
+TUNESEARCH_DISPATCH=$OUT/h200.json timeout 150 python -m pytest -q -p no:warnings tests/test_gpu_dispatch.py 2>&1 | tail -3
+step done
