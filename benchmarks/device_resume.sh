@@ -5,7 +5,8 @@
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
 # Env: LOGS (the logs to load; default the two the table came from), MS, TRIALS, FAMILIES, LAYOUTS,
-# SWEEP_S (the sweep's seconds), TESTS=0 (no GPU tests, no host time). Source benchmarks/device_setup.sh first.
+# SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), TESTS=0 (no GPU tests, no host time). Source
+# benchmarks/device_setup.sh first.
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 DB=sqlite:////tmp/s.db
@@ -33,7 +34,7 @@ if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0: a later call on the same tree skips t
 fi
 
 step "sweep${MS:+ M=$MS}, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
-timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes llama-7b ${MS:+--m $MS} ${FAMILIES:+--families $FAMILIES} \
+timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes ${SHAPES:-llama-7b} ${MS:+--m $MS} ${FAMILIES:+--families $FAMILIES} \
   ${LAYOUTS:+--layouts $LAYOUTS} --trials ${TRIALS:-30} --time-budget ${SWEEP_S:-200} --db $DB 2>&1 | grep -v "━" | tail -40
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
