@@ -95,8 +95,9 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # BM=8 (the wgmma's narrowest N, where one such tile holds M: A's TMA box has fewer rows past M, which
     # the TMA zero-fills slowly, row 66) with its partials scaled after the wgmma beat the table's 16-token
     # picks at every M <= 8 key timed (row 67: 4096x22016 M=1 18.50 vs 21.21 us, 4096x12288 M=4 12.74 vs 14.34).
-    # 8 splits (row 70): on the 4096-wide layers 4 splits fill about 2 of 4 CTAs an SM at M <= 16
-    "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4, 8),
+    # 8 splits lost at every key tried (row 70: 4096x4096 and 11008x4096 at M=1..16, e.g. 7.52 vs 7.16 us at
+    # 4096x4096 M=8): their partials cost more than the CTAs they add
+    "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
