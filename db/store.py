@@ -41,6 +41,17 @@ class Key:
         return f"{self.gpu}|m{self.m}|n{self.n}|k{self.k}|g{self.group_size}|{self.layout}"
 
 
+# A GPU row's fields but its measured copy bandwidth; one row per GPU model and software environment.
+GPU_INFO_FIELDS = ("name", "capability", "sm_count", "l2_bytes", "memory_bytes", "driver", "torch_version",
+                   "triton_version", "datasheet_bandwidth")
+
+
+def gpu_row(fields: dict):
+    """The query for the GPU row of ``fields``' model and software environment."""
+    return select(GPU).filter_by(name=fields["name"], driver=fields["driver"], torch_version=fields["torch_version"],
+                                 triton_version=fields["triton_version"])
+
+
 class Store:
     def __init__(self, url: str | None = None):
         self.url = resolve_url(url)
@@ -92,11 +103,8 @@ class Store:
 
     # -- GPUs and sweeps -------------------------------------------------------------------
     def upsert_gpu(self, info: dict, copy_bandwidth: float) -> GPU:
-        fields = {k: info[k] for k in ("name", "capability", "sm_count", "l2_bytes", "memory_bytes",
-                                       "driver", "torch_version", "triton_version", "datasheet_bandwidth")}
-        ident = select(GPU).filter_by(name=fields["name"], driver=fields["driver"],
-                                      torch_version=fields["torch_version"],
-                                      triton_version=fields["triton_version"])
+        fields = {k: info[k] for k in GPU_INFO_FIELDS}
+        ident = gpu_row(fields)
         for _ in range(2):  # a second worker may insert the same GPU between our read and write
             with self.session() as s:
                 row = s.scalars(ident).first()

@@ -19,10 +19,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from .models import GPU, Trial
-from .store import Store, StoreError
+from .store import GPU_INFO_FIELDS, Store, StoreError, gpu_row
 
-GPU_FIELDS = ("name", "capability", "sm_count", "l2_bytes", "memory_bytes", "driver", "torch_version",
-              "triton_version", "copy_bandwidth", "datasheet_bandwidth")
+GPU_FIELDS = (*GPU_INFO_FIELDS, "copy_bandwidth")
 TRIAL_FIELDS = ("gpu_name", "m", "n", "k", "group_size", "layout", "variant_id", "family", "params",
                 "code_version", "status", "error", "us", "spread", "gbps", "roofline_frac", "tflops",
                 "rel_error", "fp16_us", "speedup_fp16", "versions", "created_at")
@@ -120,8 +119,7 @@ def load_trials(store: Store, paths, gpu_fallback: dict | None = None) -> tuple[
             ids = {}
             for key, fields in gpu_rows.items():
                 measured = _time(newest[key][1])
-                found = s.scalars(select(GPU).filter_by(name=key[0], driver=key[1], torch_version=key[2],
-                                                        triton_version=key[3])).first()
+                found = s.scalars(gpu_row(fields)).first()
                 if found is None:
                     found = GPU(**{name: fields.get(name) for name in GPU_FIELDS})
                     if measured:
