@@ -4,13 +4,13 @@
 # checked against tunesearch/tables/h200.json, then the GPU tests of the launcher and the dispatch, the
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
-# Env: LOGS (the logs to load; default the two the table came from), MS, TRIALS, FAMILIES, LAYOUTS,
+# Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS, FAMILIES, LAYOUTS,
 # SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), TESTS=0 (no GPU tests, no host time). Source
 # benchmarks/device_setup.sh first.
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 DB=sqlite:////tmp/s.db
-LOGS=${LOGS:-"benchmarks/results/trials_llama7b_h200_2026-11-30_s12.jsonl.gz benchmarks/results/trials_layouts_h200_2026-12-01_s31.jsonl.gz"}
+LOGS=${LOGS:-benchmarks/results/trials_resume_h200_2026-12-01_s32.jsonl.gz}  # the packaged table's store
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 step "rebuild the store from the logs"
@@ -34,8 +34,9 @@ if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0: a later call on the same tree skips t
 fi
 
 step "sweep${MS:+ M=$MS}, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
-timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes ${SHAPES:-llama-7b} ${MS:+--m $MS} ${FAMILIES:+--families $FAMILIES} \
-  ${LAYOUTS:+--layouts $LAYOUTS} --trials ${TRIALS:-30} --time-budget ${SWEEP_S:-200} --db $DB 2>&1 | grep -v "━" | tail -40
+timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes ${SHAPES:-llama-7b} ${MS:+--m $MS} \
+  ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials ${TRIALS:-30} \
+  --time-budget ${SWEEP_S:-200} --db $DB 2>&1 | grep -v "━" | tail -40
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
 python3 - <<'PY'

@@ -89,9 +89,13 @@ def _parse(text: str, where: str) -> dict:
         raise StoreError(f"{where}: not a trial line ({exc})") from None
     if missing:
         raise StoreError(f"{where}: not a trial line (missing {', '.join(missing)})")
-    for name in ("params", "versions"):  # the sweeps' logs hold these as JSON text
-        if isinstance(row[name], str):
-            row[name] = json.loads(row[name])
+    try:
+        for name in ("params", "versions"):  # the sweeps' logs hold these as JSON text
+            if isinstance(row[name], str):
+                row[name] = json.loads(row[name])
+        _time(row.get("created_at"))
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise StoreError(f"{where}: not a trial line ({exc})") from None
     return row
 
 
@@ -100,8 +104,11 @@ def load_trials(store: Store, paths, gpu_fallback: dict | None = None) -> tuple[
     is checked whole before any of it is written, and written in one transaction."""
     added = present = 0
     for path in map(Path, paths):
-        with _open(path, "r") as f:
-            rows = [_parse(line, f"{path}:{i}") for i, line in enumerate(f, 1) if line.strip()]
+        try:
+            with _open(path, "r") as f:
+                rows = [_parse(line, f"{path}:{i}") for i, line in enumerate(f, 1) if line.strip()]
+        except (OSError, EOFError, UnicodeDecodeError) as exc:  # missing, truncated, not text
+            raise StoreError(f"{path}: cannot read it ({exc})") from None
         gpu_rows = {}
         newest = {}
         for row in rows:

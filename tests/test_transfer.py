@@ -110,7 +110,8 @@ def test_a_newer_log_updates_the_gpus_copy_bandwidth(tmp_path):
 
 
 @pytest.mark.parametrize("bad, message", [("{not json", "x.jsonl:2: not a trial line"),
-                                          (json.dumps({"gpu_name": "gpu-a"}), "x.jsonl:2: not a trial line")])
+                                          (json.dumps({"gpu_name": "gpu-a"}), "x.jsonl:2: not a trial line"),
+                                          (sweep_log_line(created_at="yesterday"), "x.jsonl:2: not a trial line")])
 def test_a_bad_line_is_refused_before_anything_is_written(tmp_path, bad, message):
     path = tmp_path / "x.jsonl"
     path.write_text(sweep_log_line() + "\n" + bad + "\n")
@@ -118,6 +119,18 @@ def test_a_bad_line_is_refused_before_anything_is_written(tmp_path, bad, message
     with pytest.raises(StoreError, match=message):
         load_trials(s, [path], gpu_fallback=GPU_ROW)
     assert s.trials() == [] and s.gpus() == []
+
+
+def test_an_unreadable_file_is_named(tmp_path):
+    s = Store(f"sqlite:///{tmp_path}/g.db")
+    cut = tmp_path / "cut.jsonl.gz"
+    with gzip.open(cut, "wt") as f:
+        f.write(sweep_log_line() + "\n")
+    cut.write_bytes(cut.read_bytes()[:-12])  # a transfer broken off
+    for path in (cut, tmp_path / "missing.jsonl"):
+        with pytest.raises(StoreError, match=f"{path.name}: cannot read it"):
+            load_trials(s, [path], gpu_fallback=GPU_ROW)
+    assert s.trials() == []
 
 
 def test_cli_dump_and_load(store, tmp_path):

@@ -263,7 +263,7 @@ def load(
         fallback = None
     try:
         added, present = load_trials(store, paths, fallback)
-    except (OSError, StoreError) as exc:
+    except StoreError as exc:  # a file missing, unreadable or not of trials (named, with its line)
         _fail(str(exc))
     console.print(f"loaded {added} trials into {store.url} ({present} already there)")
 
