@@ -14,6 +14,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+# What makes a GPU row one of its own (a model in a software environment), and a trial one of its own.
+GPU_IDENTITY = ("name", "driver", "torch_version", "triton_version")
+TRIAL_KEY = ("gpu_name", "m", "n", "k", "group_size", "layout", "variant_id", "code_version")
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -27,7 +32,7 @@ class Meta(Base):
 class GPU(Base):
     """One GPU model in one software environment, with its measured ceilings."""
     __tablename__ = "ts_gpus"
-    __table_args__ = (UniqueConstraint("name", "driver", "torch_version", "triton_version"),)
+    __table_args__ = (UniqueConstraint(*GPU_IDENTITY),)
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), index=True)
     capability: Mapped[str] = mapped_column(String(16))
@@ -58,8 +63,7 @@ class Sweep(Base):
 class Trial(Base):
     """One variant measured (or failed) at one key. Unique per key, variant and kernel code."""
     __tablename__ = "ts_trials"
-    __table_args__ = (UniqueConstraint("gpu_name", "m", "n", "k", "group_size", "layout",
-                                       "variant_id", "code_version", name="uq_trial_key"),)
+    __table_args__ = (UniqueConstraint(*TRIAL_KEY, name="uq_trial_key"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     sweep_id: Mapped[int | None] = mapped_column(ForeignKey("ts_sweeps.id"), nullable=True)
     gpu_id: Mapped[int] = mapped_column(ForeignKey("ts_gpus.id"))

@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, event, inspect, select
 from sqlalchemy.exc import ArgumentError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .models import GPU, SCHEMA_VERSION, Base, Baseline, Meta, Sweep, Trial, utcnow
+from .models import GPU, GPU_IDENTITY, SCHEMA_VERSION, Base, Baseline, Meta, Sweep, Trial, utcnow
 
 DEFAULT_URL = "sqlite:///tunesearch.db"
 
@@ -48,8 +48,7 @@ GPU_INFO_FIELDS = ("name", "capability", "sm_count", "l2_bytes", "memory_bytes",
 
 def gpu_row(fields: dict):
     """The query for the GPU row of ``fields``' model and software environment."""
-    return select(GPU).filter_by(name=fields["name"], driver=fields["driver"], torch_version=fields["torch_version"],
-                                 triton_version=fields["triton_version"])
+    return select(GPU).filter_by(**{name: fields[name] for name in GPU_IDENTITY})
 
 
 class Store:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from .models import GPU, Trial
+from .models import GPU, GPU_IDENTITY, TRIAL_KEY, Trial
 from .store import GPU_INFO_FIELDS, Store, StoreError, gpu_row
 
 GPU_FIELDS = (*GPU_INFO_FIELDS, "copy_bandwidth")
@@ -53,7 +53,7 @@ def dump_trials(store: Store, path: str | Path, gpu: str | None = None) -> int:
 
 
 def _gpu_key(fields: dict) -> tuple:
-    return fields["name"], fields["driver"], fields["torch_version"], fields["triton_version"]
+    return tuple(fields[name] for name in GPU_IDENTITY)
 
 
 def _legacy_gpu(row: dict, fallback: dict | None) -> dict:
@@ -136,11 +136,10 @@ def load_trials(store: Store, paths, gpu_fallback: dict | None = None) -> tuple[
                 elif measured and measured > _aware(found.measured_at):  # a newer measurement of that GPU
                     found.copy_bandwidth, found.measured_at = fields["copy_bandwidth"], measured
                 ids[key] = found.id
-            seen = {(t.gpu_name, t.m, t.n, t.k, t.group_size, t.layout, t.variant_id, t.code_version)
-                    for t in s.scalars(select(Trial))}
+            # the store's trial keys only (not whole rows): a shared store may hold many machines' trials
+            seen = set(map(tuple, s.execute(select(*(getattr(Trial, name) for name in TRIAL_KEY)))))
             for row in rows:
-                ident = (row["gpu_name"], row["m"], row["n"], row["k"], row["group_size"], row["layout"],
-                         row["variant_id"], row["code_version"])
+                ident = tuple(row[name] for name in TRIAL_KEY)
                 if ident in seen:
                     present += 1
                     continue
