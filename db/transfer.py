@@ -37,18 +37,22 @@ def dump_trials(store: Store, path: str | Path, gpu: str | None = None) -> int:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
     count = 0
-    with store.session() as s, _open(tmp, "w") as f:
-        gpus = {g.id: {name: getattr(g, name) for name in GPU_FIELDS} for g in s.scalars(select(GPU))}
-        q = select(Trial).order_by(Trial.id)
-        if gpu:
-            q = q.filter_by(gpu_name=gpu)
-        for t in s.scalars(q):
-            row = {name: getattr(t, name) for name in TRIAL_FIELDS}
-            row["created_at"] = t.created_at.isoformat() if t.created_at else None
-            row["gpu"] = gpus[t.gpu_id]
-            f.write(json.dumps(row) + "\n")
-            count += 1
-    tmp.replace(path)
+    try:
+        with store.session() as s, _open(tmp, "w") as f:
+            gpus = {g.id: {name: getattr(g, name) for name in GPU_FIELDS} for g in s.scalars(select(GPU))}
+            q = select(Trial).order_by(Trial.id)
+            if gpu:
+                q = q.filter_by(gpu_name=gpu)
+            for t in s.scalars(q):
+                row = {name: getattr(t, name) for name in TRIAL_FIELDS}
+                row["created_at"] = t.created_at.isoformat() if t.created_at else None
+                row["gpu"] = gpus[t.gpu_id]
+                f.write(json.dumps(row) + "\n")
+                count += 1
+        tmp.replace(path)
+    except BaseException:  # a failed dump leaves neither a half file nor its temporary one
+        tmp.unlink(missing_ok=True)
+        raise
     return count
 
 

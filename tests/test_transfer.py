@@ -57,6 +57,14 @@ def test_dump_then_load_gives_back_every_trial_and_gpu(store, tmp_path):
     assert len(fresh.trials()) == 4 and len(fresh.gpus()) == 2
 
 
+def test_a_failed_dump_leaves_no_file(store, tmp_path, monkeypatch):
+    path = tmp_path / "t.jsonl"
+    monkeypatch.setattr("tunesearch.db.transfer.json.dumps", lambda row: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        dump_trials(store, path)
+    assert list(tmp_path.glob("*t.jsonl*")) == []
+
+
 def test_dump_of_one_gpu(store, tmp_path):
     path = tmp_path / "b.jsonl"
     assert dump_trials(store, path, gpu="gpu-b") == 1
