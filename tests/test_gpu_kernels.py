@@ -143,6 +143,7 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     dispatch launcher, and with misaligned weight views; their split reductions bitwise the same on
     every run. rsmma also on weights in layout frag32 (NOTES.md row 69)."""
     import torch
+    import triton
 
     from tunesearch.variants import DeviceLimits, dequantize, matmul, quantize_pack
     from tunesearch.variants.api import make_launcher
@@ -207,16 +208,25 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     if not err < 2e-3:
         failures.append(f"{picks[0].id} sliced weights: relative error {err:.3g}")
     # one launcher, later calls on other tensors of the same shapes: its descriptors follow their addresses
-    # (the launcher keeps only the boxes and layouts of its first call)
+    # (the launcher keeps the boxes and layouts of its first call, and the weights' descriptors per weight
+    # tensor): other operands, then the first ones again, then the others again, each against its own
     launch = make_launcher(picks[0], a, packed, scales, torch.empty(M, N, dtype=torch.float16, device="cuda"), G)
-    for _ in range(2):
-        a2, packed2, scales2 = torch.randn_like(a), packed.clone(), scales * 0.5
+    others = [(torch.randn_like(a), packed.clone(), scales * 0.5) for _ in range(2)]
+    for a2, packed2, scales2 in others + [(a, packed, scales)] + others:
         ref2 = a2.float() @ dequantize(packed2, scales2, G).float()
         out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
         launch(a2, packed2, scales2, out)
         err = ((out.float() - ref2).abs().max() / ref2.abs().max()).item()
         if not err < 2e-3:
             failures.append(f"{picks[0].id} launcher on other operands: relative error {err:.3g}")
+    # on Triton 3.6 the descriptors are encoded once per operand address, below Triton's wrapper
+    if triton.__version__.startswith("3.6"):
+        encoded = launch.descriptors
+        if encoded is None:
+            failures.append(f"{picks[0].id} launcher: encodes its descriptors every call on Triton 3.6")
+        elif (len(encoded.encoded), len(encoded.encoded_a)) != (3, 3):  # the first operands and two others
+            failures.append(f"{picks[0].id} launcher: {len(encoded.encoded)} weight descriptor pairs and "
+                            f"{len(encoded.encoded_a)} of A encoded for 3 of each")
     # the split reductions (stream-K's, split-K's) sum the partials in the contributors' order, whichever
     # arrives last: bitwise the same result on every run
     for variant in split:

@@ -270,12 +270,13 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
 
 
 def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, generic):
-    """``make_launcher``'s launcher for a Gluon family: compiled once, then per call only the three TMA
-    descriptors (they hold the operands' addresses; their boxes and layouts are the first launch's) and
-    a split's fp32 workspace are made before the compiled kernel's own launcher runs. Triton's generic
-    path (binding, specializing, hashing the constexpr layouts) took ~100 us of host time a call on the
-    H200's host (NOTES.md row 69). Operands TMA cannot read as they are (``tma_aligned``) take the generic
-    path, which copies them."""
+    """``make_launcher``'s launcher for a Gluon family: compiled once, then per call only a split's fp32
+    workspace is made before the compiled kernel's own launcher runs, with the TMA descriptors (boxes and
+    layouts the first launch's) encoded once per operand address (``_EncodedDescriptors``). Triton's
+    generic path (binding, specializing, hashing the constexpr layouts) took ~100 us of host time a call on
+    the H200's host (NOTES.md row 69), and encoding three descriptors a call about a third of what was
+    left (row 72). Operands TMA cannot read as they are (``tma_aligned``) take the generic path, which
+    copies them."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
@@ -292,20 +293,84 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     device = a.get_device()
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime
+    encoded = _EncodedDescriptors.of(run, boxes)
 
     def launcher(a, packed, scales, out):
         if (not (tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales))
                 or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
             return generic(a, packed, scales, out)
         ws = torch.empty(workspace, dtype=torch.float32, device=a.device) if workspace else out
-        descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
-                       for t, (box, layout) in zip((a, packed, scales), boxes)]
-        run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
-            *descriptors, out, ws, locks if workspace else out, *fixed,
-            out.stride(0), out.stride(1), *constexprs)
+        rest = (out, ws, locks if workspace else out, *fixed, out.stride(0), out.stride(1), *constexprs)
+        stream = current_stream(device)
+        if encoded is not None:
+            encoded.launch(g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest)
+        else:
+            descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
+                           for t, (box, layout) in zip((a, packed, scales), boxes)]
+            run(g0, g1, g2, stream, function, packed_meta, None, None, None, *descriptors, *rest)
         return out
 
+    launcher.descriptors = encoded  # what the GPU tests look into
     return launcher
+
+
+class _EncodedDescriptors:
+    """The compiled Gluon kernel's launch with its TMA descriptors encoded once per operand tensor rather
+    than every call: a CUtensorMap holds only an address, shape, strides, box and swizzle, so one made
+    for a tensor's (address, shape, strides) is right for any tensor at that address with that shape and
+    those strides (a freed address reused is no hazard). The weights' pair is kept per weight tensor; A's, per address
+    too, since a caller's activations come back to a few addresses (the caching allocator's, a static
+    buffer's), which saves encoding it on most calls.
+
+    This calls below Triton's launcher wrapper (Triton 3.6's CudaLauncher: its C launch, wrapped by
+    ``wrap_handle_tensordesc``, which encodes every descriptor argument each call); ``of`` returns None
+    where that wrapper is not as expected (another Triton), and the launcher then passes descriptors."""
+
+    LIMIT = 4096  # weight tensors remembered (a 32-layer model has 7 a layer); then forgotten, all at once
+    A_LIMIT = 64  # activation addresses remembered, likewise
+
+    @classmethod
+    def of(cls, run, boxes):
+        try:
+            from triton.backends.nvidia.driver import _BASE_ARGS_FORMAT_LEN, make_tensordesc_arg
+
+            inner = run.launch
+            cells = dict(zip(inner.__code__.co_freevars, (c.cell_contents for c in inner.__closure__ or ())))
+            raw, indices, metas = cells["launcher"], cells["tensordesc_indices"], cells["tensordesc_meta"]
+        except (ImportError, AttributeError, KeyError, TypeError):
+            return None
+        scratch = run.global_scratch_size or run.profile_scratch_size
+        if set(indices) != {0, 1, 2} or len(metas) != 3 or _BASE_ARGS_FORMAT_LEN != 13 or scratch:
+            return None
+        return cls(raw, metas, boxes, make_tensordesc_arg, run.launch_cooperative_grid, run.launch_pdl)
+
+    def __init__(self, raw, metas, boxes, encode, cooperative, pdl):
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        self.raw, self.metas, self.boxes, self.encode = raw, metas, boxes, encode
+        self.flags = (cooperative, pdl, None, None)  # and no global or profile scratch
+        self.descriptor = TensorDescriptor
+        self.encoded: dict[tuple, list] = {}  # the weights' (address, shape, strides) -> their launch arguments
+        self.encoded_a: dict[tuple, list] = {}  # A's (address, shape, strides) -> its launch arguments
+
+    def _args(self, i: int, t: torch.Tensor) -> list:
+        box, layout = self.boxes[i]
+        return self.encode(self.descriptor(t, t.shape, t.stride(), box, layout), self.metas[i])
+
+    def launch(self, g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest):
+        key = (packed.data_ptr(), packed.shape, packed.stride(), scales.data_ptr(), scales.shape, scales.stride())
+        weights = self.encoded.get(key)
+        if weights is None:
+            if len(self.encoded) >= self.LIMIT:
+                self.encoded.clear()
+            weights = self.encoded[key] = self._args(1, packed) + self._args(2, scales)
+        key = (a.data_ptr(), a.shape, a.stride())
+        a_args = self.encoded_a.get(key)
+        if a_args is None:
+            if len(self.encoded_a) >= self.A_LIMIT:
+                self.encoded_a.clear()
+            a_args = self.encoded_a[key] = self._args(0, a)
+        self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *a_args, *weights, *rest)
 
 
 def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant: Variant,

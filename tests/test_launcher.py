@@ -1,0 +1,123 @@
+"""The Gluon launcher's descriptor cache (variants/api.py ``_EncodedDescriptors``) on CPU: what it hands the
+compiled kernel's C launch, and when it encodes a TMA descriptor. The launch itself, on the weights and
+activations of every family and layout, is a GPU test (test_gpu_kernels.test_gluon_family_on_gpu)."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from triton.experimental.gluon import language as gl
+
+from tunesearch.variants.api import _EncodedDescriptors
+
+BOXES = [([8, 128], gl.NVMMASharedLayout.get_default_for([8, 128], gl.float16)),
+         ([4, 256], gl.NVMMASharedLayout.get_default_for([4, 256], gl.int32)),
+         ([1, 64], gl.NVMMASharedLayout.get_default_for([1, 64], gl.float16))]
+
+
+def _cache():
+    """A cache over a C launch that records its arguments and an encoder that records what it encodes."""
+    launches, encoded = [], []
+
+    def encode(descriptor, meta):
+        encoded.append((meta, descriptor.base.data_ptr(), tuple(descriptor.shape)))
+        return [f"map{meta}@{descriptor.base.data_ptr()}", *descriptor.shape, *descriptor.strides]
+
+    cache = _EncodedDescriptors(lambda *args: launches.append(args), ["a", "p", "s"], BOXES, encode, False, True)
+    return cache, launches, encoded
+
+
+def _operands(M=8, K=256, N=128):
+    return (torch.zeros(M, K, dtype=torch.float16), torch.zeros(K // 32, 4 * N, dtype=torch.int32),
+            torch.zeros(K // 128, N, dtype=torch.float16))
+
+
+def _launch(cache, a, packed, scales):
+    cache.launch(1, 2, 3, "stream", "function", "meta", a, packed, scales, ("out", "ws"))
+
+
+def test_the_c_launch_gets_the_base_arguments_then_each_descriptor_expanded_then_the_rest():
+    cache, launches, _ = _cache()
+    a, packed, scales = _operands()
+    _launch(cache, a, packed, scales)
+    (args,) = launches
+    # grid, stream, function, cooperative, PDL, no global or profile scratch, the kernel's metadata, no
+    # launch metadata and no hooks: Triton 3.6's 13 base arguments
+    assert args[:13] == (1, 2, 3, "stream", "function", False, True, None, None, "meta", None, None, None)
+    assert args[13:] == (f"mapa@{a.data_ptr()}", 8, 256, 256, 1,
+                         f"mapp@{packed.data_ptr()}", 8, 512, 512, 1,
+                         f"maps@{scales.data_ptr()}", 2, 128, 128, 1, "out", "ws")
+
+
+def test_descriptors_are_encoded_once_per_operand_address_shape_and_strides():
+    cache, launches, encoded = _cache()
+    a, packed, scales = _operands()
+    for _ in range(3):
+        _launch(cache, a, packed, scales)
+    assert len(encoded) == 3 and len(launches) == 3 and launches[0] == launches[2]
+    a2 = torch.ones_like(a)  # other activations: only A's descriptor is new
+    _launch(cache, a2, packed, scales)
+    assert encoded[3:] == [("a", a2.data_ptr(), (8, 256))]
+    _, packed2, scales2 = _operands()  # other weights: their pair is new
+    _launch(cache, a, packed2, scales2)
+    assert [e[0] for e in encoded[4:]] == ["p", "s"]
+    assert launches[-1][13:18] == launches[0][13:18]  # A's from the first call, kept
+    # the same address with another shape (a view of the first rows) is another descriptor
+    _launch(cache, a[:4], packed, scales)
+    assert encoded[-1] == ("a", a.data_ptr(), (4, 256))
+    assert len(encoded) == 7
+
+
+def test_the_caches_are_bounded():
+    cache, _, encoded = _cache()
+    cache.A_LIMIT = 2
+    _, packed, scales = _operands()
+    activations = [torch.zeros(8, 256, dtype=torch.float16) for _ in range(3)]
+    for a in activations:
+        _launch(cache, a, packed, scales)
+    assert len(cache.encoded_a) <= 2 and len(cache.encoded) == 1
+    _launch(cache, activations[0], packed, scales)  # forgotten when the third came: encoded again
+    assert encoded[-1] == ("a", activations[0].data_ptr(), (8, 256))
+
+
+def _run(launch, scratch=0):
+    return SimpleNamespace(launch=launch, global_scratch_size=scratch, profile_scratch_size=0,
+                           launch_cooperative_grid=False, launch_pdl=False)
+
+
+def test_the_cache_is_built_below_this_tritons_own_launcher_wrapper():
+    # Triton 3.6 wraps the C launch in wrap_handle_tensordesc, which encodes every descriptor each call;
+    # the cache takes the C launch and the descriptors' metadata from that wrapper. Built with this
+    # Triton's own wrapper: the structure the launcher relies on is there.
+    from triton.backends.nvidia.driver import wrap_handle_tensordesc
+
+    def c_launch(*args):
+        return args
+
+    signature = {0: "tensordesc<fp16[8, 128]>", 1: "tensordesc<i32[4, 256]>", 2: "tensordesc<fp16[1, 64]>",
+                 3: "*fp16", 4: "i32"}
+    wrapped = wrap_handle_tensordesc(c_launch, signature, ["a", "p", "s"])
+    cache = _EncodedDescriptors.of(_run(wrapped), BOXES)
+    assert cache is not None and cache.raw is c_launch and cache.metas == ["a", "p", "s"]
+    # where it cannot be (no wrapper, descriptors elsewhere in the signature, scratch to allocate), the
+    # launcher passes descriptors to Triton's launcher as before
+    assert _EncodedDescriptors.of(_run(c_launch), BOXES) is None
+    assert _EncodedDescriptors.of(object(), BOXES) is None
+    moved = wrap_handle_tensordesc(c_launch, {0: "*fp16", **{i + 1: s for i, s in signature.items()}},
+                                   ["a", "p", "s"])
+    assert _EncodedDescriptors.of(_run(moved), BOXES) is None
+    assert _EncodedDescriptors.of(_run(wrapped, scratch=128), BOXES) is None
+
+
+@pytest.mark.parametrize("bad", ["indices", "metas"])
+def test_a_wrapper_of_another_shape_is_refused(bad):
+    # a wrapper whose closure names the same cells but holds other values (another Triton's)
+    launcher, tensordesc_indices, tensordesc_meta = (lambda *a: a), {0, 1, 2}, ["a", "p", "s"]
+    if bad == "indices":
+        tensordesc_indices = {0, 1}
+    else:
+        tensordesc_meta = ["a", "p"]
+
+    def inner(*args):
+        return launcher, tensordesc_indices, tensordesc_meta
+
+    assert _EncodedDescriptors.of(_run(inner), BOXES) is None
