@@ -355,8 +355,10 @@ def decode_bench(
     group_size: int = typer.Option(128, help="quantization group size"),
     dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
     out: str = typer.Option("decode.json", help="where to write the JSON results"),
+    eager: bool = typer.Option(False, "--eager", help="launch each step's kernels from Python, no CUDA graph "
+                               "(what a caller without graphs sees: host time counts)"),
 ):
-    """Greedy decode, one CUDA graph per step: fp16 against W4A16, tokens/s per batch size."""
+    """Greedy decode, one CUDA graph per step (or eager): fp16 against W4A16, tokens/s per batch size."""
     import json
 
     import torch
@@ -377,7 +379,7 @@ def decode_bench(
     except (ValueError, DispatchError) as exc:
         _fail(str(exc))
     model = random_decoder(cfg, device="cuda")
-    rows = decode_benchmark(model, mm, batches, tokens, prompt, graph=True, group_size=group_size,
+    rows = decode_benchmark(model, mm, batches, tokens, prompt, graph=not eager, group_size=group_size,
                             log=lambda r: console.print(f"batch {r.batch}: {r.speedup:.2f}x"))
     import datetime
     from dataclasses import asdict
@@ -385,7 +387,7 @@ def decode_bench(
     info = gpu_info(torch.cuda.current_device())
     record = dict(gpu=asdict(info), torch=torch.__version__, triton=triton.__version__,
                   created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  config=asdict(cfg) | {"prompt": prompt, "tokens": tokens}, graph=True,
+                  config=asdict(cfg) | {"prompt": prompt, "tokens": tokens}, graph=not eager,
                   rows=[r.to_dict() for r in rows])
     with open(out, "w") as f:
         json.dump(record, f, indent=1)
