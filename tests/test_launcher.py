@@ -121,3 +121,23 @@ def test_a_wrapper_of_another_shape_is_refused(bad):
         return launcher, tensordesc_indices, tensordesc_meta
 
     assert _EncodedDescriptors.of(_run(inner), BOXES) is None
+
+
+def test_split_k_counters_a_launch_outgrows_are_kept_for_the_graphs_captured_over_them():
+    # a CUDA graph captured over a launch counts in that launch's buffer on every replay: a larger launch
+    # later gets a new zeroed buffer, and the old one stays allocated (freed, its memory would be reused
+    # under the graph; test_gpu_kernels checks it on the GPU)
+    from tunesearch.variants import api
+
+    device = torch.device("cpu")
+    saved = api._split_k_locks.pop(device, None)
+    try:
+        first = api._locks(device, 10)
+        assert api._locks(device, first.numel()) is first and not first.any()
+        bigger = api._locks(device, first.numel() + 1)
+        assert bigger is not first and bigger.numel() > first.numel() and not bigger.any()
+        assert api._locks(device, 5) is bigger
+        assert any(t is first for t in api._outgrown_locks)
+    finally:
+        if saved is not None:
+            api._split_k_locks[device] = saved

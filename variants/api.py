@@ -16,10 +16,10 @@ from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv
                     interpreting, variant_error)
 
 # Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
-# its tile's counter), so one zeroed buffer serves every launch; it only grows.
+# its tile's counter), so one zeroed buffer serves every launch; it only grows, and a buffer it
+# outgrows is kept: a CUDA graph captured over it still counts in it on every replay.
 _split_k_locks: dict[torch.device, torch.Tensor] = {}
-# fp16 weight workspace of the dequant families, per device; only grows.
-_dequant_workspace: dict[torch.device, torch.Tensor] = {}
+_outgrown_locks: list[torch.Tensor] = []
 # SMs per device: dqmma's stream-K grid
 _sm_counts: dict[torch.device, int] = {}
 
@@ -27,6 +27,8 @@ _sm_counts: dict[torch.device, int] = {}
 def _locks(device: torch.device, count: int) -> torch.Tensor:
     locks = _split_k_locks.get(device)
     if locks is None or locks.numel() < count:
+        if locks is not None:
+            _outgrown_locks.append(locks)
         locks = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
         _split_k_locks[device] = locks
     return locks
@@ -57,12 +59,12 @@ def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, gr
 def _launch_dequant(p, a, packed, scales, out, group_size, warmup, cols):
     """dequant (``cols`` = N) and dqchunk: per chunk of ``cols`` columns, expand it into the fp16
     workspace, then cuBLAS into the matching columns of ``out`` (a strided view for a chunk: cuBLAS
-    takes its row stride)."""
+    takes its row stride). The workspace is the call's own, from PyTorch's caching allocator (a
+    cached block, no copy, no clearing): launches in two streams, or a CUDA graph and the calls after
+    its capture, never share it. (It was one buffer per device: two streams could write their weights
+    into it at once, and a larger shape replaced and freed it under a graph captured over it.)"""
     K, N = a.shape[1], scales.shape[1]
-    buf = _dequant_workspace.get(a.device)
-    if buf is None or buf.numel() < K * cols:
-        buf = torch.empty(K * cols, dtype=torch.float16, device=a.device)
-        _dequant_workspace[a.device] = buf
+    buf = torch.empty(K * cols, dtype=torch.float16, device=a.device)
     meta = dict(GROUP=group_size, BK=p["BK"], BN=p["BN"], num_warps=p["num_warps"])
     frag32 = layout_of(packed, scales) == "frag32"  # the dequant family only (dqchunk reads base)
     for c0 in range(0, N, cols):
