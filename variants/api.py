@@ -320,15 +320,15 @@ class _EncodedDescriptors:
     """The compiled Gluon kernel's launch with its TMA descriptors encoded once per operand tensor rather
     than every call: a CUtensorMap holds only an address, shape, strides, box and swizzle, so one made
     for a tensor's (address, shape, strides) is right for any tensor at that address with that shape and
-    those strides (a freed address reused is no hazard). The weights' pair is kept per weight tensor; A's, per address
-    too, since a caller's activations come back to a few addresses (the caching allocator's, a static
-    buffer's), which saves encoding it on most calls.
+    those strides (a freed address reused is no hazard). The weights' pair is kept per weight tensor;
+    A's per address too, since a caller's activations come back to a few addresses (the caching
+    allocator's, a static buffer's), which saves encoding it on most calls.
 
     This calls below Triton's launcher wrapper (Triton 3.6's CudaLauncher: its C launch, wrapped by
     ``wrap_handle_tensordesc``, which encodes every descriptor argument each call); ``of`` returns None
     where that wrapper is not as expected (another Triton), and the launcher then passes descriptors."""
 
-    LIMIT = 4096  # weight tensors remembered (a 32-layer model has 7 a layer); then forgotten, all at once
+    LIMIT = 4096  # weight tensors remembered (a Llama block has up to 7); then forgotten, all at once
     A_LIMIT = 64  # activation addresses remembered, likewise
 
     @classmethod

@@ -1,15 +1,16 @@
 """EXPERIMENT (NOTES.md row 72): the codes' fp16 offsets taken back by a constant wgmma (rsmma's OFFSET_MMA,
 row 71) against one HADD2 a weight pair, on the GPU, for the same variant and launch.
 
-    git apply benchmarks/experiments/offsets_mma.patch   (the kernel's OFFSET_MMA: not in rsmma.py as shipped)
+    git apply benchmarks/experiments/offsets_mma.patch   (OFFSET_MMA: not in rsmma.py as shipped)
     python benchmarks/experiments/offsets_ab.py OUT_DIR [M,...]   (on an sm_90 GPU)
 
 For each llama-7b shape and M (default 1, 2, 4, 8), the packaged table's pick on the table's layout, and its
 8-token twins at 2 and 3 CTAs an SM with BK=128 (the launches offset_mma offers the form to): each checked
 against A @ dequantize(W) in both forms, then timed in both, alternating (off, on, off, on) with the
 sweep's harness (CUDA-graph replay over rotated copies > 3x L2, median of 20 replays); the best of each
-form's two timings is kept. Writes OUT_DIR/offsets_ab.json and prints a table. Measured (`offsets_ab_h200_2026-12-01_s33.*`): the
-offsets' form 0.1-6.4% slower in 36 of the 40 pairs the rule offers it, so the patch stays unapplied.
+form's two timings is kept. Writes OUT_DIR/offsets_ab.json and prints a table. Measured
+(`offsets_ab_h200_2026-12-01_s33.*`): the offsets' form 0.1-6.4% slower in 36 of the 40 pairs the rule
+offers it, so the patch stays unapplied.
 """
 import json
 import sys
