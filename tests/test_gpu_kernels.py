@@ -255,12 +255,14 @@ def test_a_captured_graph_keeps_its_buffers_when_later_calls_need_larger_ones(va
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         matmul(a, packed, scales, variant, out=out)
-    # larger: more split tiles than the counters hold, or a weight twice the size
-    locks = _split_k_locks[torch.device("cuda", torch.cuda.current_device())].numel()
-    big_m = (locks // (N // variant.params.get("BN", N)) + 1) * variant.params.get("BM", 1)
-    big_k, big_n = (K, N) if variant.params.get("SPLIT_K", 1) > 1 else (2 * K, N)
-    big_p, big_s = quantize_pack(torch.randn(big_k, big_n, device="cuda"), 128)
-    big_a = torch.randn(big_m if big_k == K else M, big_k, device="cuda").half()
+    # larger: more split tiles than the counters hold (split-K), or a weight twice the size (dequantize)
+    if variant.params.get("SPLIT_K", 1) > 1:
+        counters = _split_k_locks[a.device].numel()
+        big_m, big_k = (counters // (N // variant.params["BN"]) + 1) * variant.params["BM"], K
+    else:
+        big_m, big_k = M, 2 * K
+    big_p, big_s = quantize_pack(torch.randn(big_k, N, device="cuda"), 128)
+    big_a = torch.randn(big_m, big_k, device="cuda").half()
     big_out = matmul(big_a, big_p, big_s, variant)
     assert ((big_out.float() - big_a.float() @ dequantize(big_p, big_s, 128).float()).abs().max()
             / big_out.float().abs().max()).item() < 2e-3
