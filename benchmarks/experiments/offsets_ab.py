@@ -24,8 +24,6 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from benchmarks.experiments.dqmma_rs import family_launch  # noqa: E402
 
-SHAPES = [(4096, 11008), (11008, 4096), (4096, 12288), (4096, 22016), (4096, 4096)]  # (K, N)
-
 
 def candidates(pick, M):
     """The pick and its 8-token BK=128 twins at 2 and 3 CTAs an SM (deduplicated), as variants."""
@@ -44,13 +42,14 @@ def main(out_dir, ms=(1, 2, 4, 8)):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
+    from tunesearch.shapes import parse_shapes
     from tunesearch.variants.rsmma_launch import launch_registers, offset_mma
     from tunesearch.variants.space import variant_error
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for K, N in SHAPES:
+    for K, N in parse_shapes("llama-7b"):
         layout = table.layout_for(N, K, torch.device("cuda"))
         for M in ms:
             pick = table.resolve(M, N, K, torch.device("cuda"))

@@ -20,8 +20,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
-SHAPES = [(4096, 11008), (11008, 4096), (4096, 12288), (4096, 22016), (4096, 4096)]  # (K, N)
-
 
 def one_wave(variant, M, N, K, sms) -> bool:
     """Whether the variant's split-K grid runs in one wave of CTAS (default 1) CTAs an SM."""
@@ -37,6 +35,7 @@ def main(out_dir, change, ms=(1, 8, 16, 32, 64)):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
+    from tunesearch.shapes import parse_shapes
     from tunesearch.variants import Variant
     from tunesearch.variants.space import variant_error
 
@@ -48,7 +47,7 @@ def main(out_dir, change, ms=(1, 8, 16, 32, 64)):
     cuda = torch.device("cuda")
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for K, N in SHAPES:
+    for K, N in parse_shapes("llama-7b"):
         layout = table.layout_for(N, K, cuda)
         for M in ms:
             pick = table.resolve(M, N, K, cuda)
