@@ -257,7 +257,7 @@ def test_a_captured_graph_keeps_its_buffers_when_later_calls_need_larger_ones(va
         matmul(a, packed, scales, variant, out=out)
     # larger: more split tiles than the counters hold (split-K), or a weight twice the size (dequantize)
     if variant.params.get("SPLIT_K", 1) > 1:
-        counters = _split_k_locks[a.device].numel()
+        counters = _split_k_locks[(a.device, torch.cuda.current_stream().cuda_stream)].numel()
         big_m, big_k = (counters // (N // variant.params["BN"]) + 1) * variant.params["BM"], K
     else:
         big_m, big_k = M, 2 * K
@@ -276,3 +276,46 @@ def test_a_captured_graph_keeps_its_buffers_when_later_calls_need_larger_ones(va
     torch.cuda.synchronize()
     assert relative_error(out, a.float() @ dequantize(packed, scales, 128).float()) < 2e-3  # NaN (unwritten) fails
     assert all(bool((j == 3).all()) for j in junk)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", ["splitk", "rsmma"])
+def test_split_k_launches_in_two_streams_at_once(family):
+    """Split-K launches of one variant in two streams, queued behind a sleep so that the two queues run
+    at the same time (few CTAs each): each split tile counts its arrivals in its stream's counters, so
+    every result is right (with one set of counters per device, one stream's splits counted the other's)."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
+    from tunesearch.variants.api import make_launcher, matmul
+
+    if family == "rsmma" and not DeviceLimits.of(0).gluon:
+        pytest.skip("no Gluon here")
+    variant = Variant.from_id({"splitk": "splitk.bm16.bn32.bk32.sk4.w4.s2",
+                               "rsmma": "rsmma.bm16.bn64.bk128.sk4.w4.s4"}[family])
+    M, K, N = 16, 4096, 512  # 8 to 16 column tiles x 4 splits: both streams' CTAs fit the GPU together
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    w = dequantize(packed, scales, 128).float()
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    inputs = [torch.randn(M, K, device="cuda").half() for _ in streams]
+    launchers = [make_launcher(variant, x, packed, scales, torch.empty(M, N, dtype=torch.float16, device="cuda"),
+                               128) for x in inputs]
+    for run in ("matmul", "launcher"):
+        outs = [[torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda") for _ in range(200)]
+                for _ in streams]
+        torch.cuda.synchronize()
+        for stream in streams:  # both queues held back while the host fills them, then run side by side
+            with torch.cuda.stream(stream):
+                torch.cuda._sleep(100_000_000)  # ~50 ms of GPU clock
+        for i in range(200):
+            for s, stream in enumerate(streams):
+                with torch.cuda.stream(stream):
+                    if run == "matmul":
+                        matmul(inputs[s], packed, scales, variant, out=outs[s][i])
+                    else:
+                        launchers[s](inputs[s], packed, scales, outs[s][i])
+        torch.cuda.synchronize()
+        for s, x in enumerate(inputs):
+            ref = x.float() @ w
+            bad = [e for e in (relative_error(o, ref) for o in outs[s]) if not e < 2e-3]  # NaN (unwritten) counts
+            assert not bad, f"{run}, stream {s}: {len(bad)} of 200 wrong (first error {bad[0]:.3g})"

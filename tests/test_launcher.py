@@ -130,7 +130,7 @@ def test_split_k_counters_a_launch_outgrows_are_kept_for_the_graphs_captured_ove
     from tunesearch.variants import api
 
     device = torch.device("cpu")
-    saved = api._split_k_locks.pop(device, None)
+    saved = api._split_k_locks.pop((device, 0), None)
     try:
         first = api._locks(device, 10)
         assert api._locks(device, first.numel()) is first and not first.any()
@@ -140,4 +140,14 @@ def test_split_k_counters_a_launch_outgrows_are_kept_for_the_graphs_captured_ove
         assert any(t is first for t in api._outgrown_locks)
     finally:
         if saved is not None:
-            api._split_k_locks[device] = saved
+            api._split_k_locks[(device, 0)] = saved
+
+
+def test_split_k_counters_are_per_stream():
+    # kernels of one stream run in turn and share counters; two streams' may run at once and must not
+    from tunesearch.variants import api
+
+    device = torch.device("cpu")
+    one, other = api._locks(device, 8, stream=101), api._locks(device, 8, stream=202)
+    assert one is not other and api._locks(device, 8, stream=101) is one
+    assert api._locks(device, 8) is api._locks(device, 8, stream=0)  # no CUDA stream on the CPU

@@ -15,22 +15,28 @@ from .swapab import swapab_kernel
 from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, gluon_grid,
                     interpreting, variant_error)
 
-# Split-K arrival counters, per device. Each launch leaves them at zero (the last split re-arms
-# its tile's counter), so one zeroed buffer serves every launch; it only grows, and a buffer it
-# outgrows is kept: a CUDA graph captured over it still counts in it on every replay.
-_split_k_locks: dict[torch.device, torch.Tensor] = {}
+# Split-K arrival counters, per device and stream. Each launch leaves them at zero (the last split
+# re-arms its tile's counter), so one zeroed buffer serves every launch of a stream, whose kernels run
+# in turn; kernels of two streams may run at once, and sharing counters they would count each other's
+# arrivals. A buffer only grows, and one it outgrows is kept: a CUDA graph captured over it still
+# counts in it on every replay.
+_split_k_locks: dict[tuple[torch.device, int], torch.Tensor] = {}
 _outgrown_locks: list[torch.Tensor] = []
 # SMs per device: dqmma's stream-K grid
 _sm_counts: dict[torch.device, int] = {}
 
 
-def _locks(device: torch.device, count: int) -> torch.Tensor:
-    locks = _split_k_locks.get(device)
+def _locks(device: torch.device, count: int, stream: int | None = None) -> torch.Tensor:
+    """At least ``count`` zeroed split-K arrival counters for launches on ``stream`` (a raw CUDA stream
+    handle, as Triton's launcher takes it; None: the current stream) of ``device``."""
+    if stream is None:
+        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    locks = _split_k_locks.get((device, stream))
     if locks is None or locks.numel() < count:
         if locks is not None:
             _outgrown_locks.append(locks)
         locks = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
-        _split_k_locks[device] = locks
+        _split_k_locks[(device, stream)] = locks
     return locks
 
 
@@ -250,8 +256,8 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
     g0, g1, g2 = grid
     split_k, M, N = meta["SPLIT_K"], args[6], args[7]
-    locks = args[5] if split_k > 1 else None
-    device = a.get_device()
+    locks = args[5].numel() if split_k > 1 else 0  # the counters a launch needs, the stream's own
+    device, torch_device = a.get_device(), a.device
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime
 
@@ -261,8 +267,9 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
             return generic(a, packed, scales, out)
         if split_k > 1:
             ws = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
-            run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
-                a, packed, scales, out, ws, locks, *fixed, *constexprs)
+            stream = current_stream(device)
+            run(g0, g1, g2, stream, function, packed_meta, None, None, None,
+                a, packed, scales, out, ws, _locks(torch_device, locks, stream), *fixed, *constexprs)
         else:
             run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
                 a, packed, scales, out, out, out, *fixed, *constexprs)
@@ -288,11 +295,11 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     # descriptors over the same boxes (the builders make the layouts again each time, most of their cost)
     boxes = [(d.block_shape, d.layout) for d in args[:3]]
     workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
-    locks, fixed = args[5], args[6:9]  # the split counters (a persistent buffer), M, N, K
+    locks, fixed = args[5].numel() if workspace else 0, args[6:9]  # the split counters a launch needs, M, N, K
     constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
     run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
     g0, g1, g2 = grid
-    device = a.get_device()
+    device, torch_device = a.get_device(), a.device
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime
     encoded = _EncodedDescriptors.of(run, boxes)
@@ -301,9 +308,13 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
         if (not (tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales))
                 or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
             return generic(a, packed, scales, out)
-        ws = torch.empty(workspace, dtype=torch.float32, device=a.device) if workspace else out
-        rest = (out, ws, locks if workspace else out, *fixed, out.stride(0), out.stride(1), *constexprs)
         stream = current_stream(device)
+        if workspace:
+            ws = torch.empty(workspace, dtype=torch.float32, device=a.device)
+            counters = _locks(torch_device, locks, stream)
+        else:
+            ws = counters = out
+        rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *constexprs)
         if encoded is not None:
             encoded.launch(g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest)
         else:
