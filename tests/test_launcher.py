@@ -32,7 +32,7 @@ def _operands(M=8, K=256, N=128):
 
 
 def _launch(cache, a, packed, scales):
-    cache.launch(1, 2, 3, "stream", "function", "meta", a, packed, scales, ("out", "ws"))
+    return cache.launch(1, 2, 3, "stream", "function", "meta", a, packed, scales, ("out", "ws"))
 
 
 def test_the_c_launch_gets_the_base_arguments_then_each_descriptor_expanded_then_the_rest():
@@ -77,6 +77,29 @@ def test_the_caches_are_bounded():
     assert len(cache.encoded_a) <= 2 and len(cache.encoded) == 1
     _launch(cache, activations[0], packed, scales)  # forgotten when the third came: encoded again
     assert encoded[-1] == ("a", activations[0].data_ptr(), (8, 256))
+
+
+def test_alignment_is_checked_when_a_descriptor_is_made_and_an_operand_tma_cannot_read_launches_nothing(
+        monkeypatch):
+    from tunesearch.variants import api
+
+    cache, launches, encoded = _cache()
+    a, packed, scales = _operands()
+    checked = []
+    real = api.tma_aligned
+    monkeypatch.setattr(api, "tma_aligned", lambda t: checked.append(t.data_ptr()) or real(t))
+    assert all(_launch(cache, a, packed, scales) for _ in range(3))
+    # each operand checked once, when its descriptor was made: a hit has that tensor's address and strides
+    assert sorted(checked) == sorted(t.data_ptr() for t in (a, packed, scales)) and len(launches) == 3
+    # A two bytes off 16 (and its rows 514 bytes apart), then weights four bytes off: nothing launched or
+    # kept, so the caller takes the generic path (which copies them); asked again, checked again
+    misaligned_a = torch.zeros(8, 257, dtype=torch.float16)[:, 1:]
+    off_packed = torch.zeros(packed.numel() + 1, dtype=torch.int32)[1:].view(packed.shape)
+    for args in [(misaligned_a, packed, scales), (a, off_packed, scales), (misaligned_a, packed, scales)]:
+        assert _launch(cache, *args) is False
+    assert len(launches) == 3 and len(encoded) == 3 and len(checked) == 3 + 3
+    assert cache.arguments(misaligned_a, packed, scales) is None
+    assert cache.arguments(a, packed, scales) == list(launches[0][13:28])
 
 
 def _run(launch, scratch=0):

@@ -305,8 +305,16 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     encoded = _EncodedDescriptors.of(run, boxes)
 
     def launcher(a, packed, scales, out):
-        if (not (tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales))
-                or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
+        if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
+            return generic(a, packed, scales, out)
+        if encoded is not None:  # encoded once per operand address; None where TMA cannot read one as it is
+            descriptors = encoded.arguments(a, packed, scales)
+        elif tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales):
+            descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
+                           for t, (box, layout) in zip((a, packed, scales), boxes)]
+        else:
+            descriptors = None
+        if descriptors is None:
             return generic(a, packed, scales, out)
         stream = current_stream(device)
         if workspace:
@@ -316,10 +324,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
             ws = counters = out
         rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *constexprs)
         if encoded is not None:
-            encoded.launch(g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest)
+            encoded.raw(g0, g1, g2, stream, function, *encoded.flags, packed_meta, None, None, None, *descriptors,
+                        *rest)
         else:
-            descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
-                           for t, (box, layout) in zip((a, packed, scales), boxes)]
             run(g0, g1, g2, stream, function, packed_meta, None, None, None, *descriptors, *rest)
         return out
 
@@ -370,20 +377,38 @@ class _EncodedDescriptors:
         box, layout = self.boxes[i]
         return self.encode(self.descriptor(t, t.shape, t.stride(), box, layout), self.metas[i])
 
-    def launch(self, g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest):
+    @staticmethod
+    def _keep(cache: dict, limit: int, key, value):
+        if len(cache) >= limit:  # forgotten all at once: a model's operands come back to few addresses
+            cache.clear()
+        cache[key] = value
+        return value
+
+    def arguments(self, a, packed, scales) -> list | None:
+        """The C launch's arguments for the three descriptors, or None where an operand is one TMA cannot
+        read as it is (``tma_aligned``). Alignment is checked only when a descriptor is made: a cached one's
+        address and strides, so its alignment, are those of the tensor that hits it."""
         key = (packed.data_ptr(), packed.shape, packed.stride(), scales.data_ptr(), scales.shape, scales.stride())
         weights = self.encoded.get(key)
         if weights is None:
-            if len(self.encoded) >= self.LIMIT:
-                self.encoded.clear()
-            weights = self.encoded[key] = self._args(1, packed) + self._args(2, scales)
+            if not (tma_aligned(packed) and tma_aligned(scales)):
+                return None
+            weights = self._keep(self.encoded, self.LIMIT, key, self._args(1, packed) + self._args(2, scales))
         key = (a.data_ptr(), a.shape, a.stride())
         a_args = self.encoded_a.get(key)
         if a_args is None:
-            if len(self.encoded_a) >= self.A_LIMIT:
-                self.encoded_a.clear()
-            a_args = self.encoded_a[key] = self._args(0, a)
-        self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *a_args, *weights, *rest)
+            if not tma_aligned(a):
+                return None
+            a_args = self._keep(self.encoded_a, self.A_LIMIT, key, self._args(0, a))
+        return a_args + weights
+
+    def launch(self, g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest) -> bool:
+        """Launch with ``rest`` after the descriptors; False (nothing launched) where ``arguments`` is None."""
+        descriptors = self.arguments(a, packed, scales)
+        if descriptors is None:
+            return False
+        self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *descriptors, *rest)
+        return True
 
 
 def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant: Variant,

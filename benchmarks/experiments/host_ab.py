@@ -29,9 +29,9 @@ class WeightsOnly(api._EncodedDescriptors):
 
     of = ENCODE_ONCE
 
-    def launch(self, *args):
+    def arguments(self, a, packed, scales):
         self.encoded_a.clear()
-        super().launch(*args)
+        return super().arguments(a, packed, scales)
 
 
 FORMS = {"once": ENCODE_ONCE, "weights_once": classmethod(lambda cls, run, boxes: WeightsOnly.of(run, boxes)),
