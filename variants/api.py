@@ -324,8 +324,7 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
             ws = counters = out
         rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *constexprs)
         if encoded is not None:
-            encoded.raw(g0, g1, g2, stream, function, *encoded.flags, packed_meta, None, None, None, *descriptors,
-                        *rest)
+            encoded.run(g0, g1, g2, stream, function, packed_meta, descriptors, rest)
         else:
             run(g0, g1, g2, stream, function, packed_meta, None, None, None, *descriptors, *rest)
         return out
@@ -407,8 +406,12 @@ class _EncodedDescriptors:
         descriptors = self.arguments(a, packed, scales)
         if descriptors is None:
             return False
-        self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *descriptors, *rest)
+        self.run(g0, g1, g2, stream, function, packed_meta, descriptors, rest)
         return True
+
+    def run(self, g0, g1, g2, stream, function, packed_meta, descriptors, rest):
+        """The C launch, ``descriptors`` from ``arguments``: what the launcher calls once it has them."""
+        self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *descriptors, *rest)
 
 
 def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant: Variant,
