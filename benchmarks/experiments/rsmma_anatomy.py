@@ -1,8 +1,8 @@
 """EXPERIMENT: what holds the rsmma family: under cuBLAS fp16 at M=96..256 (NOTES.md row 59) and over the
 streaming floor at M<=32 (row 63).
 
-    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M [FORM,...]]  (on an sm_90 GPU: time, keys up to
-                                                                  MAX_M, all forms or those named)
+    python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M [FORM,... [MIN_M]]]  (on an sm_90 GPU: time,
+                                                  keys from MIN_M up to MAX_M, all forms or those named)
     python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID (offline: the MMA-only schedule)
 
 Each key's table pick is timed as launched, then the same launch without a part:
@@ -23,6 +23,9 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - no_reduction, ring_no_reduction: the launch with MAX_PARTS=1, so that each split writes its own fp16
   partial into C (a wrong result by design) instead of the reduction's store, fence, counter and reads
   at the end of every CTA: what that tail costs (row 66), whole and as the ring alone;
+- stream_k_no_reduction, ring_stream_k_no_reduction: stream-K with MAX_PARTS=1 (each tile segment stored
+  as fp16 into C, wrong by design): what stream-K's partial tiles cost where it evens the waves but loses
+  (row 75: M=256 4096x11008, stream-K 52.2 against the pick's 45.8 us);
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
@@ -73,7 +76,7 @@ def compile_mma_only(variant_id: str) -> dict:
                 shared_loads=sum(op.startswith("LDS") for _, op, _ in sass), **resources(compiled))
 
 
-def main(out_dir, max_m=4096, only=None):
+def main(out_dir, max_m=4096, only=None, min_m=1):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
@@ -83,7 +86,7 @@ def main(out_dir, max_m=4096, only=None):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for M, K, N in [key for key in KEYS if key[0] <= max_m]:
+    for M, K, N in [key for key in KEYS if min_m <= key[0] <= max_m]:
         variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
@@ -106,6 +109,8 @@ def main(out_dir, max_m=4096, only=None):
                  ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}),
                  ("no_reduction", variant, {"MAX_PARTS": 1}),
                  ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
+                 ("stream_k_no_reduction", stream_k, {"MAX_PARTS": 1}),
+                 ("ring_stream_k_no_reduction", stream_k, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
                  ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}),
                  ("bm8_after", bm8, {"SCALE_AFTER": True}))
         forms = tuple(form for form in forms if only is None or form[0] in only)
@@ -143,4 +148,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(compile_mma_only(sys.argv[2])))
     else:
-        main(sys.argv[1], *map(int, sys.argv[2:3]), *(set(forms.split(",")) for forms in sys.argv[3:4]))
+        main(sys.argv[1], *map(int, sys.argv[2:3]), *(set(forms.split(",")) for forms in sys.argv[3:4]),
+             *map(int, sys.argv[4:5]))
