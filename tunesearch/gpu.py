@@ -122,14 +122,16 @@ def _stream_read_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
 
 
-def stream_read_floor(nbytes: int, l2_bytes: int, sm_count: int, replays: int = 30):
+def stream_read_floor(nbytes: int, l2_bytes: int, sm_count: int, replays: int = 30, kernel=None, **options):
     """Time a bare streaming read of ``nbytes``, graph-replayed over copies rotated past L2.
 
     Returns the Timing of the best of a few grid sizes: the reachable floor for one kernel that
-    must read that many bytes (launch and ramp included).
+    must read that many bytes (launch and ramp included). ``kernel`` (default ``_stream_read_kernel``)
+    and launch ``options`` are for experiments that time another form of it on the same grids.
     """
     from .bench import copies_to_defeat_l2, graph_time
 
+    kernel = kernel or _stream_read_kernel
     n = max(1, nbytes // 4)
     copies = [torch.randint(0, 2**31 - 1, (n,), dtype=torch.int32, device="cuda")
               for _ in range(copies_to_defeat_l2(nbytes, l2_bytes))]
@@ -137,7 +139,7 @@ def stream_read_floor(nbytes: int, l2_bytes: int, sm_count: int, replays: int = 
     for block, per_sm, warps in ((1024, 4, 4), (2048, 4, 8), (1024, 8, 4), (4096, 2, 8)):
         grid = sm_count * per_sm
         out = torch.empty(grid * block, dtype=torch.int32, device="cuda")
-        timing = graph_time([lambda x=x: _stream_read_kernel[(grid,)](x, out, n, BLOCK=block, num_warps=warps)
+        timing = graph_time([lambda x=x: kernel[(grid,)](x, out, n, BLOCK=block, num_warps=warps, **options)
                              for x in copies], replays)
         if best is None or timing.us < best.us:
             best = timing

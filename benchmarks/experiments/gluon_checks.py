@@ -1,12 +1,31 @@
-"""What the Gluon probes (gluon_ws.py, dqmma_rs.py) share: a config's output against A @ dequantize(W),
-the mask-edge smoke run of a config in a process of its own, and the offline sm_90 compile of a kernel
-with the TMA families' signature. Gluon has no interpreter, so these
+"""What the Gluon probes (gluon_ws.py, dqmma_rs.py, the *_ab.py A/Bs) share: a config's output against
+A @ dequantize(W), the mask-edge smoke run of a config in a process of its own, the offline sm_90 compile of
+a kernel with the TMA families' signature, and the packaged H200 table's picks to time. Gluon has no interpreter, so these
 checks on the GPU are the first time such a kernel computes; a barrier waited on with the wrong phase
 hangs rather than fails, and a child process turns that into one config's timeout."""
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
+
+TABLE = Path(__file__).resolve().parents[2] / "tunesearch" / "tables" / "h200.json"
+
+
+def packaged_picks(ms, family: str | None = None):
+    """(M, K, N, layout, pick) for each llama-7b shape and M in ``ms``: the packaged H200 table's pick (of
+    ``family`` only, where given) and the layout that table keeps the shape's weights in."""
+    from tunesearch.dispatch import Dispatcher, read_table
+    from tunesearch.shapes import parse_shapes
+
+    cuda = torch.device("cuda")
+    table = Dispatcher(read_table(TABLE), strict=True)
+    for K, N in parse_shapes("llama-7b"):
+        layout = table.layout_for(N, K, cuda)
+        for M in ms:
+            pick = table.resolve(M, N, K, cuda)
+            if pick is not None and (family is None or pick.family == family):
+                yield M, K, N, layout, pick
 
 
 def relative_error_of(launch, inputs) -> float:

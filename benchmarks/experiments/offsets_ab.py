@@ -40,51 +40,43 @@ def candidates(pick, M):
 
 def main(out_dir, ms=(1, 2, 4, 8)):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time
-    from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
-    from tunesearch.shapes import parse_shapes
     from tunesearch.variants.rsmma_launch import launch_registers, offset_mma
     from tunesearch.variants.space import variant_error
 
     info = gpu_info(0)
-    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for K, N in parse_shapes("llama-7b"):
-        layout = table.layout_for(N, K, torch.device("cuda"))
-        for M in ms:
-            pick = table.resolve(M, N, K, torch.device("cuda"))
-            if pick is None or pick.family != "rsmma":
-                continue
-            ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
-            check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
-            for variant in candidates(pick, M):
-                p = variant.params
-                why = variant_error(variant, M, N, K, 128, torch.device("cuda"), layout=layout)
-                on = offset_mma(p["BN"], p["BM"], p["BK"], launch_registers(p["num_warps"], p["CTAS"]))
-                row = dict(M=M, K=K, N=N, variant=variant.id, pick=variant.id == pick.id, rule_on=on, error=why)
-                if why is None:
-                    forms = {"hadd2": {"OFFSET_MMA": False}, "offsets": {"OFFSET_MMA": True, "SCALE_AFTER": True}}
-                    for name, meta in forms.items():
-                        try:
-                            err = gluon_checks.relative_error_of(family_launch(variant, **meta), check)
-                            row[name + "_rel_error"] = err
-                            if not err < REL_TOL:
-                                row[name] = f"WRONG {err:.3g}"
-                                continue
-                            launches = [family_launch(variant, **meta)(*c) for c in ops.copies]
-                            row[name] = [graph_time(launches, replays=20).us]
-                        except Exception as e:
-                            row[name] = f"{type(e).__name__}: {str(e)[:160]}"
-                    for name, meta in forms.items():  # a second round, alternating with the first
-                        if isinstance(row.get(name), list):
-                            launches = [family_launch(variant, **meta)(*c) for c in ops.copies]
-                            row[name].append(graph_time(launches, replays=20).us)
-                rows.append(row)
-                best = {n: min(row[n]) if isinstance(row.get(n), list) else row.get(n) for n in ("hadd2", "offsets")}
-                print(f"M={M} {K}x{N} {variant.id}{' (pick)' if row['pick'] else ''} rule={on}: {best}", flush=True)
-            del ops, check
-            with open(f"{out_dir}/offsets_ab.json", "w") as f:
-                json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+    for M, K, N, layout, pick in gluon_checks.packaged_picks(ms, "rsmma"):
+        ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
+        check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
+        for variant in candidates(pick, M):
+            p = variant.params
+            why = variant_error(variant, M, N, K, 128, torch.device("cuda"), layout=layout)
+            on = offset_mma(p["BN"], p["BM"], p["BK"], launch_registers(p["num_warps"], p["CTAS"]))
+            row = dict(M=M, K=K, N=N, variant=variant.id, pick=variant.id == pick.id, rule_on=on, error=why)
+            if why is None:
+                forms = {"hadd2": {"OFFSET_MMA": False}, "offsets": {"OFFSET_MMA": True, "SCALE_AFTER": True}}
+                for name, meta in forms.items():
+                    try:
+                        err = gluon_checks.relative_error_of(family_launch(variant, **meta), check)
+                        row[name + "_rel_error"] = err
+                        if not err < REL_TOL:
+                            row[name] = f"WRONG {err:.3g}"
+                            continue
+                        launches = [family_launch(variant, **meta)(*c) for c in ops.copies]
+                        row[name] = [graph_time(launches, replays=20).us]
+                    except Exception as e:
+                        row[name] = f"{type(e).__name__}: {str(e)[:160]}"
+                for name, meta in forms.items():  # a second round, alternating with the first
+                    if isinstance(row.get(name), list):
+                        launches = [family_launch(variant, **meta)(*c) for c in ops.copies]
+                        row[name].append(graph_time(launches, replays=20).us)
+            rows.append(row)
+            best = {n: min(row[n]) if isinstance(row.get(n), list) else row.get(n) for n in ("hadd2", "offsets")}
+            print(f"M={M} {K}x{N} {variant.id}{' (pick)' if row['pick'] else ''} rule={on}: {best}", flush=True)
+        del ops, check
+        with open(f"{out_dir}/offsets_ab.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
     print(f"{'key':>17} {'variant':>38} {'rule':>5} {'hadd2':>7} {'offsets':>7} {'gain':>6}")
     for r in rows:
         a, b = (min(r[n]) if isinstance(r.get(n), list) else None for n in ("hadd2", "offsets"))

@@ -59,22 +59,6 @@ def _stream_read_pdl_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
 
 
-def pdl_floor(nbytes, l2_bytes, sm_count):
-    from tunesearch.bench import copies_to_defeat_l2, graph_time
-
-    n = max(1, nbytes // 4)
-    copies = [torch.randint(0, 2**31 - 1, (n,), dtype=torch.int32, device="cuda")
-              for _ in range(copies_to_defeat_l2(nbytes, l2_bytes))]
-    best = None
-    for block, per_sm, warps in ((1024, 4, 4), (2048, 4, 8), (1024, 8, 4), (4096, 2, 8)):
-        grid = sm_count * per_sm
-        out = torch.empty(grid * block, dtype=torch.int32, device="cuda")
-        t = graph_time([lambda x=x: _stream_read_pdl_kernel[(grid,)](x, out, n, BLOCK=block, num_warps=warps,
-                                                                     launch_pdl=True) for x in copies], 20)
-        best = t.us if best is None else min(best, t.us)
-    return best
-
-
 def hazard_error(variant, check, meta) -> float:
     """The relative error of the GEMM reading an A that a copy kernel writes just before it, both replayed
     in one graph (a zeroed buffer before the graph: an A read before the wait is zeros or stale)."""
@@ -105,50 +89,43 @@ def hazard_error(variant, check, meta) -> float:
 
 def main(out_dir, ms=(1, 4, 16, 32, 64)):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes, time_fp16
-    from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
-    from tunesearch.shapes import parse_shapes
 
     info = gpu_info(0)
-    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for K, N in parse_shapes("llama-7b"):
-        layout = table.layout_for(N, K, torch.device("cuda"))
-        for M in ms:
-            pick = table.resolve(M, N, K, torch.device("cuda"))
-            if pick is None or pick.family != "rsmma":
-                continue
-            ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
-            check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
-            row = dict(M=M, K=K, N=N, variant=pick.id)
-            ok = {}
+    for M, K, N, layout, pick in gluon_checks.packaged_picks(ms, "rsmma"):
+        ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
+        check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
+        row = dict(M=M, K=K, N=N, variant=pick.id)
+        ok = {}
+        for name, meta in FORMS.items():
+            err = gluon_checks.relative_error_of(family_launch(pick, **meta), check)
+            row[name + "_rel_error"] = err
+            ok[name] = err < REL_TOL
+        row["hazard_rel_error"] = hazard_error(pick, check, FORMS["prefetch"])
+        ok["prefetch"] &= row["hazard_rel_error"] < REL_TOL
+        a_src = [torch.randn_like(c[0]) for c in ops.copies]
+        for _ in range(2):  # two rounds, alternating the forms
             for name, meta in FORMS.items():
-                err = gluon_checks.relative_error_of(family_launch(pick, **meta), check)
-                row[name + "_rel_error"] = err
-                ok[name] = err < REL_TOL
-            row["hazard_rel_error"] = hazard_error(pick, check, FORMS["prefetch"])
-            ok["prefetch"] &= row["hazard_rel_error"] < REL_TOL
-            a_src = [torch.randn_like(c[0]) for c in ops.copies]
-            for _ in range(2):  # two rounds, alternating the forms
-                for name, meta in FORMS.items():
-                    if not ok[name]:
-                        row[name] = row["pair_" + name] = "WRONG"
-                        continue
-                    launches = [family_launch(pick, **meta)(*c) for c in ops.copies]
-                    row.setdefault(name, []).append(graph_time(launches, replays=20).us)
-                    pairs = []
-                    for c, src, go in zip(ops.copies, a_src, launches):
-                        pairs += [lambda c=c, src=src: c[0].copy_(src), go]
-                    row.setdefault("pair_" + name, []).append(graph_time(pairs, replays=20).us * 2)
-            nbytes = kernel_bytes(M, N, K, 128)
-            row["floor"] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count, 20).us
-            row["floor_pdl"] = pdl_floor(nbytes, info.l2_bytes, info.sm_count)
-            row["fp16"] = time_fp16(M, N, K, info.l2_bytes, 20).us
-            rows.append(row)
-            print(json.dumps({k: (min(v) if isinstance(v, list) else v) for k, v in row.items()}), flush=True)
-            del ops, check
-            with open(f"{out_dir}/pdl_ab.json", "w") as f:
-                json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+                if not ok[name]:
+                    row[name] = row["pair_" + name] = "WRONG"
+                    continue
+                launches = [family_launch(pick, **meta)(*c) for c in ops.copies]
+                row.setdefault(name, []).append(graph_time(launches, replays=20).us)
+                pairs = []
+                for c, src, go in zip(ops.copies, a_src, launches):
+                    pairs += [lambda c=c, src=src: c[0].copy_(src), go]
+                row.setdefault("pair_" + name, []).append(graph_time(pairs, replays=20).us * 2)
+        nbytes = kernel_bytes(M, N, K, 128)
+        row["floor"] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count, 20).us
+        row["floor_pdl"] = stream_read_floor(nbytes, info.l2_bytes, info.sm_count, 20,
+                                             kernel=_stream_read_pdl_kernel, launch_pdl=True).us
+        row["fp16"] = time_fp16(M, N, K, info.l2_bytes, 20).us
+        rows.append(row)
+        print(json.dumps({k: (min(v) if isinstance(v, list) else v) for k, v in row.items()}), flush=True)
+        del ops, check
+        with open(f"{out_dir}/pdl_ab.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
     best = lambda r, n: min(r[n]) if isinstance(r.get(n), list) else None  # noqa: E731
     f = lambda x: f"{x:7.2f}" if x else "      -"  # noqa: E731
     print(f"{'key':>17} {'variant':>36} {'off':>7} {'wait':>7} {'prefch':>7} | {'p_off':>7} {'p_wait':>7} "

@@ -20,6 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
+from benchmarks.experiments import gluon_checks  # noqa: E402
 
 def one_wave(variant, M, N, K, sms) -> bool:
     """Whether the variant's split-K grid runs in one wave of CTAS (default 1) CTAs an SM."""
@@ -33,9 +34,7 @@ def one_wave(variant, M, N, K, sms) -> bool:
 
 def main(out_dir, change, ms=(1, 8, 16, 32, 64)):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, time_variant
-    from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info
-    from tunesearch.shapes import parse_shapes
     from tunesearch.variants import Variant
     from tunesearch.variants.space import variant_error
 
@@ -45,37 +44,33 @@ def main(out_dir, change, ms=(1, 8, 16, 32, 64)):
         changes[param] = [int(v) for v in values.split(",")]
     info = gpu_info(0)
     cuda = torch.device("cuda")
-    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for K, N in parse_shapes("llama-7b"):
-        layout = table.layout_for(N, K, cuda)
-        for M in ms:
-            pick = table.resolve(M, N, K, cuda)
-            if pick is None or not set(changes) <= set(pick.params):
-                continue
-            twins = [Variant(pick.family, {**pick.params, **dict(zip(changes, values))})
-                     for values in itertools.product(*changes.values())]
-            twins = [t for t in dict.fromkeys(twins) if t != pick and one_wave(t, M, N, K, info.sm_count)
-                     and variant_error(t, M, N, K, 128, cuda, prune=True, layout=layout) is None]
-            ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
-            check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
-            times = {}
-            for variant in [pick] + twins:
-                try:
-                    err = check.check(variant)
-                    times[variant.id] = [time_variant(variant, ops, replays=20).us] if err < REL_TOL \
-                        else f"WRONG {err:.3g}"
-                except Exception as e:
-                    times[variant.id] = f"{type(e).__name__}: {str(e)[:160]}"
-            for variant in [pick] + twins:  # a second round, after every first
-                if isinstance(times[variant.id], list):
-                    times[variant.id].append(time_variant(variant, ops, replays=20).us)
-            row = dict(M=M, K=K, N=N, layout=layout, pick=pick.id, times=times)
-            rows.append(row)
-            print(f"M={M} {K}x{N}: {times}", flush=True)
-            del ops, check
-            with open(f"{out_dir}/twins_ab.json", "w") as f:
-                json.dump(dict(gpu=info.to_dict(), change=change, rows=rows), f, indent=1)
+    for M, K, N, layout, pick in gluon_checks.packaged_picks(ms):
+        if not set(changes) <= set(pick.params):
+            continue
+        twins = [Variant(pick.family, {**pick.params, **dict(zip(changes, values))})
+                 for values in itertools.product(*changes.values())]
+        twins = [t for t in dict.fromkeys(twins) if t != pick and one_wave(t, M, N, K, info.sm_count)
+                 and variant_error(t, M, N, K, 128, cuda, prune=True, layout=layout) is None]
+        ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
+        check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
+        times = {}
+        for variant in [pick] + twins:
+            try:
+                err = check.check(variant)
+                times[variant.id] = [time_variant(variant, ops, replays=20).us] if err < REL_TOL \
+                    else f"WRONG {err:.3g}"
+            except Exception as e:
+                times[variant.id] = f"{type(e).__name__}: {str(e)[:160]}"
+        for variant in [pick] + twins:  # a second round, after every first
+            if isinstance(times[variant.id], list):
+                times[variant.id].append(time_variant(variant, ops, replays=20).us)
+        row = dict(M=M, K=K, N=N, layout=layout, pick=pick.id, times=times)
+        rows.append(row)
+        print(f"M={M} {K}x{N}: {times}", flush=True)
+        del ops, check
+        with open(f"{out_dir}/twins_ab.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), change=change, rows=rows), f, indent=1)
     print(f"{'key':>17} {'pick':>36} {'us':>7} {'best twin':>36} {'us':>7} {'gain':>6}")
     for r in rows:
         best = {vid: min(t) for vid, t in r["times"].items() if isinstance(t, list)}
