@@ -401,16 +401,8 @@ class _EncodedDescriptors:
             a_args = self._keep(self.encoded_a, self.A_LIMIT, key, self._args(0, a))
         return a_args + weights
 
-    def launch(self, g0, g1, g2, stream, function, packed_meta, a, packed, scales, rest) -> bool:
-        """Launch with ``rest`` after the descriptors; False (nothing launched) where ``arguments`` is None."""
-        descriptors = self.arguments(a, packed, scales)
-        if descriptors is None:
-            return False
-        self.run(g0, g1, g2, stream, function, packed_meta, descriptors, rest)
-        return True
-
     def run(self, g0, g1, g2, stream, function, packed_meta, descriptors, rest):
-        """The C launch, ``descriptors`` from ``arguments``: what the launcher calls once it has them."""
+        """The C launch, ``descriptors`` from ``arguments``, ``rest`` the kernel's other arguments."""
         self.raw(g0, g1, g2, stream, function, *self.flags, packed_meta, None, None, None, *descriptors, *rest)
 
 
