@@ -5,7 +5,8 @@
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
 # Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS, FAMILIES, LAYOUTS,
-# SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), TESTS=0 (no GPU tests, no host time). Source
+# SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), TESTS=0 (no GPU tests, no host time; the new
+# table's dispatch tests still run unless AFTER=0). Source
 # benchmarks/device_setup.sh first.
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
@@ -51,6 +52,8 @@ for shape, entry in new.items():
             print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
 PY
 
-step "dispatch GPU tests on the new table"
-TUNESEARCH_DISPATCH=$OUT/h200.json timeout 150 python -m pytest -q -p no:warnings tests/test_gpu_dispatch.py 2>&1 | tail -3
+if [ "${AFTER:-1}" = 1 ]; then
+  step "dispatch GPU tests on the new table"
+  TUNESEARCH_DISPATCH=$OUT/h200.json timeout 150 python -m pytest -q -p no:warnings tests/test_gpu_dispatch.py 2>&1 | tail -3
+fi
 step done

@@ -131,7 +131,7 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
 # any BN, 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
 DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
                 (192, 11008, 4096, 128), (48, 4096, 11008, 128), (24, 4096, 11008, 128), (5, 1024, 520, 128),
-                (1, 1024, 200, 128)]
+                (1, 1024, 200, 128), (300, 1024, 520, 128)]
 
 
 @pytest.mark.gpu

@@ -32,7 +32,11 @@ STREAM_K = 0
 # at M=48 (64-token tiles, 18-40%, row 57), M=24..32 (32-token tiles with 2-4 CTAs an SM, row 58) and,
 # with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). At M=1 it took 11008x4096 and 4096x22016
 # from the gemv (by 5-7%), the gemv kept the other three (by 0.4-6%; row 64): it follows the gemv in the seeds.
-RSMMA_M = (1, 256)
+# Above M=256 it is offered to be measured against the dequantize route (row 77): its 256-token tiles of two
+# warp groups are cuBLAS's tile shape, and its unpack is paid once a block for 256 tokens; it follows the
+# dequantize route in the seeds there.
+RSMMA_M = (1, 4096)
+RSMMA_LEADS_M = (2, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -351,8 +355,9 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
 
 
 def _workspace_error(split_k: int, M: int, N: int) -> str | None:
-    """The split-K reduction's fp32 partials [SPLIT_K, M, N] are allocated per call: bounded."""
-    return "split-K workspace over 256 MiB" if split_k * M * N * 4 > 256 << 20 else None
+    """The split-K reduction's fp32 partials [SPLIT_K, M, N] are allocated per call: bounded. One part
+    (no split) has none."""
+    return "split-K workspace over 256 MiB" if split_k > 1 and split_k * M * N * 4 > 256 << 20 else None
 
 
 def _tma_ring_error(family: str, consumer: str, bk: int, stages: int, N: int, group_size: int, ring_bytes: int,
@@ -570,9 +575,13 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
         bm = min(256, max(64, mp))
         for bk, stages in ((64, 4), (128, 3)):
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
-        for bn in ((128, 64) if N >= 8192 else (64, 128)):
+        # above M=256 two warp groups of 128 columns first (cuBLAS's tile there: 128 x 256)
+        for bn in ((128, 64) if N >= 8192 or M > RSMMA_LEADS_M[1] else (64, 128)):
             tiles = cdiv(N, bn) * cdiv(M, bm)
-            for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
+            splits = (2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)
+            if M > RSMMA_LEADS_M[1] and tiles > limits.num_sms:  # several 256-token tiles: even the waves
+                splits = (STREAM_K,) + splits
+            for sk in splits:
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
@@ -607,7 +616,8 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
     if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-64),
-        at = 1 if M == 1 else 0  # and 2 of 5 shapes at M=1: after the gemv there
+        # and 2 of 5 shapes at M=1: after the gemv there, and after the dequantize route above M=256
+        at = 0 if RSMMA_LEADS_M[0] <= M <= RSMMA_LEADS_M[1] else 1
         order = order[:at] + ("rsmma",) + order[at:]
     seeds = []
     for family in order:
