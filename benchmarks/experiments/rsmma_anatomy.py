@@ -26,6 +26,9 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - stream_k_no_reduction, ring_stream_k_no_reduction: stream-K with MAX_PARTS=1 (each tile segment stored
   as fp16 into C, wrong by design): what stream-K's partial tiles cost where it evens the waves but loses
   (row 75: M=256 4096x11008, stream-K 52.2 against the pick's 45.8 us);
+- stream_k_no_a, ring_stream_k_no_a: stream-K without A's TMA copy, whole and as the ring alone: whether
+  stream-K's ring runs slower than the split grid's for A's reads through L2 (row 77: its ring 44.6 against
+  32.5 us at M=256 4096x11008, 41.0 with no reduction at all);
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
@@ -52,7 +55,8 @@ from benchmarks.experiments.dqmma_rs import compile_family_offline, family_launc
 # (M, K, N): the small-M rows over the floor, then the rows under fp16 (row 59's keys)
 KEYS = [(1, 11008, 4096), (1, 4096, 22016), (2, 4096, 11008), (4, 4096, 12288), (8, 11008, 4096),
         (16, 4096, 11008), (16, 4096, 22016), (16, 4096, 4096), (32, 4096, 11008), (32, 4096, 22016), (32, 11008, 4096), (64, 11008, 4096),
-        (128, 4096, 11008), (256, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096)]
+        (128, 4096, 11008), (256, 4096, 11008), (256, 4096, 22016), (256, 4096, 4096),
+        (1024, 4096, 11008), (1024, 4096, 22016)]  # rsmma above M=256 (row 77): its waves
 
 
 @gluon.jit
@@ -107,6 +111,7 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                  ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
                  ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}),
                  ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}),
+                 ("stream_k_no_a", stream_k, {"PARTS": MMA.value}), ("ring_stream_k_no_a", stream_k, {"PARTS": 0}),
                  ("no_reduction", variant, {"MAX_PARTS": 1}),
                  ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
                  ("stream_k_no_reduction", stream_k, {"MAX_PARTS": 1}),
