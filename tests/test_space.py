@@ -183,23 +183,20 @@ def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
             p = v.params
             assert p["num_warps"] == p["BN"] // 16 and 128 % p["BK"] == 0 and p["BM"] <= max(64, next_pow2(M))
             assert rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + 1024 <= hopper.shared_memory
-        if space:  # it leads the seeds at M=2..256 (it beat the table's picks there, rows 50-61)
+        if space:  # it leads the seeds where it is offered (it beat the table's picks there, rows 50-61, 77)
             seeds = [v.family for v in heuristic_variants(M, 11008, 4096, 128, hopper)]
-            # but follows the gemv at M=1 and the dequantize route above M=256
-            assert seeds.index("rsmma") == (0 if 2 <= M <= 256 else 1)
-            assert seeds[0] == ("gemv" if M == 1 else "rsmma" if M <= 256 else "dequant")
+            assert seeds.index("rsmma") == (1 if M == 1 else 0)  # but after the gemv at M=1
     # the probes' winners: one warp group and two splits where 64 column tiles fill half the SMs; no split
     # over 86 tiles (row 52: 2 and 3 splits lost, their fp32 partials cost more than the idle SMs); two
     # CTAs an SM of 64-column tiles where those outnumber the SMs (row 53), not at BM=256 (its registers)
     assert heuristic_variants(128, 4096, 11008, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk2.w4.s8"
     assert heuristic_variants(128, 11008, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk64.sk1.w4.s4.c2"
     assert heuristic_variants(256, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
-    # above M=256 two warp groups of 128 columns; where their 256-token tiles outnumber the SMs (4 x 86 at
-    # M=1024) stream-K first, where they make one wave (4 x 32 of N=4096) one split
-    def rsmma_seed(M, N, K):
-        return next(v.id for v in heuristic_variants(M, N, K, 128, hopper) if v.family == "rsmma")
-    assert rsmma_seed(1024, 11008, 4096) == "rsmma.bm256.bn128.bk64.sk0.w8.s6"
-    assert rsmma_seed(1024, 4096, 4096) == "rsmma.bm256.bn128.bk64.sk1.w8.s6"
+    # above M=256 the _s35 sweep's winners (row 77): to M=512 one warp group of 128-token tiles at 2 CTAs an
+    # SM, then two warp groups of 256-token tiles; one split, 3 stages
+    assert heuristic_variants(512, 4096, 4096, 128, hopper)[0].id == "rsmma.bm128.bn64.bk128.sk1.w4.s3.c2"
+    assert heuristic_variants(1024, 11008, 4096, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s3"
+    assert heuristic_variants(4096, 4096, 22016, 128, hopper)[0].id == "rsmma.bm256.bn128.bk64.sk1.w8.s3"
     # the split partials' workspace is bounded (2 x 4096 x 22016 fp32 is 688 MiB); one split has none
     wide = dict(M=4096, N=22016, K=4096, group_size=128, device=hopper)
     assert variant_error(Variant.from_id("rsmma.bm256.bn128.bk64.sk1.w8.s6"), **wide) is None

@@ -32,11 +32,10 @@ STREAM_K = 0
 # at M=48 (64-token tiles, 18-40%, row 57), M=24..32 (32-token tiles with 2-4 CTAs an SM, row 58) and,
 # with 16-token tiles, every M=2..16 bucket by 3-14% (row 61). At M=1 it took 11008x4096 and 4096x22016
 # from the gemv (by 5-7%), the gemv kept the other three (by 0.4-6%; row 64): it follows the gemv in the seeds.
-# Above M=256 it is offered to be measured against the dequantize route (row 77): its 256-token tiles of two
-# warp groups are cuBLAS's tile shape, and its unpack is paid once a block for 256 tokens; it follows the
-# dequantize route in the seeds there.
+# Above M=256 it beat the dequantize route on 27 of the 30 llama-7b keys (row 77: M=1024 0.90-1.02x fp16
+# against the route's 0.81-0.83x): its 256-token tiles of two warp groups are cuBLAS's tile shape, and its
+# unpack is paid once a block for 256 tokens.
 RSMMA_M = (1, 4096)
-RSMMA_LEADS_M = (2, 256)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -572,16 +571,19 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for sk, stages, ctas in ((fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
                 yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
             yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
+        if M > 256:  # the _s35 sweep's winners (row 77; in-sample a median 1.00x the key's best, worst 1.15x):
+            # 128-token tiles of one warp group at 2 CTAs an SM to M=512, then 256-token tiles of two, one split
+            # (stream-K lost at every key: its reduction of 128 KB partials, row 79), 3 stages
+            if M <= 512:
+                yield dict(BM=128, BN=64, BK=128, SPLIT_K=1, num_warps=4, num_stages=3, CTAS=2)
+            for bk, stages in ((64, 3), (128, 3), (64, 5)):
+                yield dict(BM=256, BN=128, BK=bk, SPLIT_K=1, num_warps=8, num_stages=stages)
         bm = min(256, max(64, mp))
         for bk, stages in ((64, 4), (128, 3)):
             yield dict(BM=bm, BN=64, BK=bk, SPLIT_K=1, num_warps=4, num_stages=stages, CTAS=2)
-        # above M=256 two warp groups of 128 columns first (cuBLAS's tile there: 128 x 256)
-        for bn in ((128, 64) if N >= 8192 or M > RSMMA_LEADS_M[1] else (64, 128)):
+        for bn in ((128, 64) if N >= 8192 else (64, 128)):
             tiles = cdiv(N, bn) * cdiv(M, bm)
-            splits = (2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)
-            if M > RSMMA_LEADS_M[1] and tiles > limits.num_sms:  # several 256-token tiles: even the waves
-                splits = (STREAM_K,) + splits
-            for sk in splits:
+            for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
@@ -616,8 +618,7 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
     else:  # dqchunk last: not yet timed on a GPU
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
     if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-64),
-        # and 2 of 5 shapes at M=1: after the gemv there, and after the dequantize route above M=256
-        at = 0 if RSMMA_LEADS_M[0] <= M <= RSMMA_LEADS_M[1] else 1
+        at = 1 if M == 1 else 0  # and 2 of 5 shapes at M=1: after the gemv there
         order = order[:at] + ("rsmma",) + order[at:]
     seeds = []
     for family in order:
