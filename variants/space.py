@@ -571,8 +571,8 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for sk, stages, ctas in ((fill, 6, 3), (fill, 4, 2), (fill, 4, 4)):
                 yield dict(BM=bm, BN=64, BK=128, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
             yield dict(BM=bm, BN=64, BK=64, SPLIT_K=1, num_warps=4, num_stages=6, CTAS=3)
-        if M > 256:  # the _s35 sweep's winners (row 77; in-sample a median 1.00x the key's best, worst 1.15x):
-            # 128-token tiles of one warp group at 2 CTAs an SM to M=512, then 256-token tiles of two, one split
+        if M > 256:  # the _s35 sweep's winners (row 77; in-sample a median 1.00x the key's best, worst 1.15x
+            # over 28 keys): 128-token tiles of one warp group at 2 CTAs an SM to M=512, then 256-token tiles of two, one split
             # (stream-K lost at every key: its reduction of 128 KB partials, row 79), 3 stages
             if M <= 512:
                 yield dict(BM=128, BN=64, BK=128, SPLIT_K=1, num_warps=4, num_stages=3, CTAS=2)
