@@ -29,6 +29,10 @@ Each key's table pick is timed as launched, then the same launch without a part:
 - stream_k_no_a, ring_stream_k_no_a: stream-K without A's TMA copy, whole and as the ring alone: whether
   stream-K's ring runs slower than the split grid's for A's reads through L2 (row 77: its ring 44.6 against
   32.5 us at M=256 4096x11008, 41.0 with no reduction at all);
+- stream_k_store_all, ring_stream_k_store_all (with stream_k_owner.patch applied, whose launch sets
+  OWNER_LAST): stream-K whose every part stores its partial and counts, the last summing the slots (the
+  family's reduction before the patch), against stream_k / ring_stream_k, where a tile's rank 0 adds the
+  others' slots in registers when they are in (row 79: the reduction cost 36 us at M=1024 4096x11008);
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
@@ -112,6 +116,8 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                  ("one_split", one_split, {}), ("ring_one_split", one_split, {"PARTS": A_COPY.value}),
                  ("stream_k", stream_k, {}), ("ring_stream_k", stream_k, {"PARTS": A_COPY.value}),
                  ("stream_k_no_a", stream_k, {"PARTS": MMA.value}), ("ring_stream_k_no_a", stream_k, {"PARTS": 0}),
+                 ("stream_k_store_all", stream_k, {"OWNER_LAST": False}),
+                 ("ring_stream_k_store_all", stream_k, {"PARTS": A_COPY.value, "OWNER_LAST": False}),
                  ("no_reduction", variant, {"MAX_PARTS": 1}),
                  ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
                  ("stream_k_no_reduction", stream_k, {"MAX_PARTS": 1}),
