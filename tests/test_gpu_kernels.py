@@ -319,3 +319,38 @@ def test_split_k_launches_in_two_streams_at_once(family):
             ref = x.float() @ w
             bad = [e for e in (relative_error(o, ref) for o in outs[s]) if not e < 2e-3]  # NaN (unwritten) counts
             assert not bad, f"{run}, stream {s}: {len(bad)} of 200 wrong (first error {bad[0]:.3g})"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant_id", ["rsmma.bm256.bn128.bk64.sk1.w8.s3", "rsmma.bm128.bn64.bk128.sk1.w4.s5.c2",
+                                        "rsmma.bm8.bn64.bk128.sk1.w4.s5.c3"])
+@pytest.mark.parametrize("layout", ["base", "frag32"])
+def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
+    """A one-split tile leaving through the drained ring (STAGED_C, the family's launch) against the store
+    straight from the accumulator's layout: the same bits, and right, with rows and columns past C's edge
+    in the last tiles (M=300, N=1032) and C's columns unpaired from rsmma's paired accumulator rows."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
+    from tunesearch.variants.layout import to_layout
+    from tunesearch.variants.api import _rsmma_call
+
+    if not DeviceLimits.of(0).gluon:
+        pytest.skip("no Gluon family here")
+    M, K, N = 300, 1024, 1032
+    gen = torch.Generator().manual_seed(11)
+    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), 128)
+    a = torch.randn(M, K, generator=gen).half().cuda()
+    ref = a.float() @ dequantize(packed, scales, 128).float().cuda()
+    packed, scales = packed.cuda(), scales.cuda()
+    if layout != "base":
+        packed = to_layout(packed, layout)
+    outs = {}
+    for staged in (True, False):
+        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+        kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
+        assert meta["STAGED_C"] and meta["MAX_PARTS"] == 1
+        kernel[grid](*args, **(meta | {"STAGED_C": staged}))
+        outs[staged] = out
+    assert torch.equal(outs[True], outs[False])
+    assert relative_error(outs[True], ref) < 2e-3

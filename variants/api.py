@@ -175,7 +175,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     args = _gluon_args(_gluon_descriptors("rsmma", packed, scales), a, packed, scales, out, bm, bn, bk,
                        cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
-                WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS,
+                WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS, STAGED_C=True,
                 num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
     return rsmma.rsmma_kernel, grid, args, meta

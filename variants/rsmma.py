@@ -327,13 +327,14 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
-                 MAX_PARTS: gl.constexpr = 1):
+                 MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or BN/64 boxes [BK/32, 256] of frag32's;
     PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
     in the anatomy; SCALE_AFTER scales each block's fp32 partial instead of its fragment. SPLIT_K: that
     many CTAs along K per tile (grid: column tiles, splits, token tiles), or 0, stream-K (grid: CTAs that
-    split all tiles' blocks evenly; MAX_PARTS, the most of them one tile meets, ``space.gluon_grid``)."""
+    split all tiles' blocks evenly; MAX_PARTS, the most of them one tile meets, ``space.gluon_grid``).
+    STAGED_C (one split): C's tile leaves through the drained ring in 16-byte rows (``_store_tile_staged``)."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     blocks = K // BK
@@ -367,10 +368,39 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
                            GROUP, PARTS)),
     ], [1], [LOAD_REGS])
-    if SPLIT_K != 0:
+    if SPLIT_K == 1 and STAGED_C and STAGES * BK >= BN:  # the whole tile here, the ring drained: staged
+        pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
+        _store_tile_staged(acc, a_smem, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, PAIRED_ROWS)
+    elif SPLIT_K != 0:
         if n_units > 0:  # C^T's tile [BN, BM] into C [M, N]
             _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
                            tiles_n, units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS)
+
+
+@gluon.jit
+def _store_tile_staged(acc, ring, c_ptr, row0, col0, M, N, stride_cm, stride_cn, PAIRED_ROWS: gl.constexpr):
+    """C's tile [BM, BN] from acc, C^T's [BN, BM] (rows in the paired order if PAIRED_ROWS), through the
+    drained ring: fp16 into shared memory transposed, then read back 8 columns a thread, so that each
+    thread stores 16 bytes of a C row. Stored straight from the accumulator's layout, every value is a
+    2-byte store of its own with its own address and mask (128 a thread at 256 x 128): ~15% of a
+    one-split CTA's time at M=1024 (NOTES.md row 80's profile)."""
+    BN: gl.constexpr = acc.type.shape[0]
+    BM: gl.constexpr = acc.type.shape[1]
+    WARPS: gl.constexpr = BN // 16  # rsmma's BN is 16 a warp
+    c = acc.to(gl.float16)
+    if PAIRED_ROWS:  # row 16w + 8h + g holds column 16w + 2g + h: relabel the registers in column order
+        c = gl.reshape(gl.permute(gl.reshape(c, [BN // 16, 2, 8, BM]), (0, 2, 1, 3)), [BN, BM])
+    TILE: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BM, BN], gl.float16)
+    c_smem = ring._reinterpret(gl.float16, [BM, BN], TILE)
+    c_smem.permute((1, 0)).store(c)
+    gl.thread_barrier()  # the whole tile is in shared memory before any thread reads it back
+    ROWS: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BN, BN // 8], [WARPS, 1], [1, 0])
+    tile = c_smem.load(ROWS)
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, ROWS))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, ROWS))
+    row = gl.expand_dims(row0 + rows, 1)
+    col = gl.expand_dims(col0 + cols, 0)
+    gl.store(c_ptr + row * stride_cm + col * stride_cn, tile, mask=(row < M) & (col < N))
 
 
 def word_layout(BK: int, num_warps: int):

@@ -33,16 +33,21 @@ Each key's table pick is timed as launched, then the same launch without a part:
   OWNER_LAST): stream-K whose every part stores its partial and counts, the last summing the slots (the
   family's reduction before the patch), against stream_k / ring_stream_k, where a tile's rank 0 adds the
   others' slots in registers when they are in (row 79: the reduction cost 36 us at M=1024 4096x11008);
+- unstaged: a one-split launch with STAGED_C off, C's tile stored straight from the accumulator's layout
+  (2 bytes a store) instead of through the drained ring in 16-byte rows (row 80);
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
   rsmma_launch.scale_after gives its launch;
 beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
+ANATOMY_PICKS="M,K,N=VARIANT_ID|VARIANT_ID;..." times those variants instead of the table's picks, at those keys too
+(row 80: stream-K on 256x128 tiles where the table picks 64-column ones, or routes the key to cuBLAS).
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
 and mma_only ~ full -> the wgmma chain; mma_only << full -> the unpack; no_a << full -> A's traffic.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -93,9 +98,11 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
 
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
+    picks = {tuple(map(int, key.split(","))): [Variant.from_id(v) for v in ids.split("|")] for key, ids in
+             (item.split("=") for item in os.environ.get("ANATOMY_PICKS", "").split(";") if item)}
     rows = []
-    for M, K, N in [key for key in KEYS if min_m <= key[0] <= max_m]:
-        variant = table.resolve(M, N, K, torch.device("cuda"))
+    for M, K, N, variant in [(*key, variant) for key in sorted(set(KEYS) | set(picks)) if min_m <= key[0] <= max_m
+                             for variant in picks.get(key) or [table.resolve(key[0], key[2], key[1], torch.device("cuda"))]]:
         row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
@@ -122,6 +129,7 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                  ("ring_no_reduction", variant, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
                  ("stream_k_no_reduction", stream_k, {"MAX_PARTS": 1}),
                  ("ring_stream_k_no_reduction", stream_k, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
+                 ("unstaged", variant, {"STAGED_C": False}),
                  ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}),
                  ("bm8_after", bm8, {"SCALE_AFTER": True}))
         forms = tuple(form for form in forms if only is None or form[0] in only)
