@@ -64,6 +64,12 @@ def resources(compiled) -> dict:
     return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
 
 
+def staged_epilogue_loads(instrs) -> int:
+    """rsmma's one-split epilogue reading C's staged tile back from shared memory, 16 bytes a load (its
+    loop has no shared load that wide, NOTES.md row 80): counted apart from the loop's shared loads."""
+    return sum(op == "LDS.128" for _, op, _ in instrs)
+
+
 def wgmma_waits(instrs) -> list[str]:
     """The operands of each wgmma wait (WARPGROUP.DEPBAR) in ``instrs``, in order: "gsb0, 0x1" leaves one
     wgmma in flight, "gsb0, 0x0" waits for all."""

@@ -175,8 +175,10 @@ def test_rsmma_on_frag32_unpacks_with_fewer_instructions_and_keeps_its_schedule(
     assert frag["instructions"] < base["instructions"]
     # one split: C's tile leaves staged, 8 fp16 a 16-byte load and store, on either layout (row 80)
     # (a thread's [1, 8] rows pass over 16 of the tile's: BN/8 lanes a row, BN = 16 a warp; bm8 stores twice)
-    bm = int(variant.split(".bm")[1].split(".")[0])
-    staged = -(-bm // 16) if ".sk1." in variant else 0
+    from tunesearch.variants import Variant
+
+    p = Variant.from_id(variant).params
+    staged = -(-p["BM"] // 16) if p["SPLIT_K"] == 1 else 0
     assert base["staged_loads"] == frag["staged_loads"] == base["staged_stores"] == frag["staged_stores"] == staged
 
 
@@ -278,7 +280,9 @@ def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(var
     assert mma_only["waits"] == ["gsb0, 0x1"] * 3 + ["gsb0, 0x0"] and mma_only["local"] == 0
     assert full["shared_loads"]["LDS.64"] > 0 and mma_only["shared_loads"] < sum(full["shared_loads"].values())
     assert mma_only["shared_loads"] <= 4  # the scale rows' loads only
-    bm = int(variant.split(".bm")[1].split(".")[0])
+    from tunesearch.variants import Variant
+
+    bm = Variant.from_id(variant).params["BM"]
     assert mma_only["staged_loads"] == bm // 16  # one split: C's tile read back staged, 16 of its rows a pass
 
 

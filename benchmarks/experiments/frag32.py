@@ -40,21 +40,20 @@ def schedule(variant_id: str) -> dict:
     """Offline (sm_90), the family's kernel of ``variant_id`` on each layout: wgmma waits, registers, spills,
     and the unpack's instructions by opcode (the whole kernel's: its loop is three copies, two blocks a
     trip and the odd tail, so a block's count is about a third). LDS counts the loop's shared loads; the
-    one-split epilogue's 16-byte read-back of C's staged tile (NOTES.md row 80: the loop has none of that
-    width) is ``staged_loads``, beside its 16-byte global stores ``staged_stores``."""
+    one-split epilogue's read-back of C's staged tile is ``staged_loads`` (``sass_stats.staged_epilogue_loads``),
+    beside its 16-byte global stores ``staged_stores``."""
     from benchmarks.experiments.dqmma_rs import compile_family_offline
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from benchmarks.sass_stats import disassemble, resources, staged_epilogue_loads, wgmma_waits
 
     out = {}
     for layout in ("base", "frag32"):
         sass = disassemble(compiled := compile_family_offline(variant_id, layout=layout))
-        full_ops = [op for _, op, _ in sass]
-        staged = full_ops.count("LDS.128")
-        ops = [op.split(".")[0] for op in full_ops]
+        ops = [op.split(".")[0] for _, op, _ in sass]
+        staged = staged_epilogue_loads(sass)
         out[layout] = dict(instructions=len(sass), waits=wgmma_waits(sass), wgmma=ops.count("HGMMA"),
-                           **{op: ops.count(op) for op in ("LDS", "PRMT", "LOP3", "SHF", "HADD2", "HMUL2")},
-                           staged_loads=staged, staged_stores=full_ops.count("STG.E.128"), **resources(compiled))
-        out[layout]["LDS"] -= staged
+                           **{op: ops.count(op) for op in ("PRMT", "LOP3", "SHF", "HADD2", "HMUL2")},
+                           LDS=ops.count("LDS") - staged, staged_loads=staged,
+                           staged_stores=sum(op == "STG.E.128" for _, op, _ in sass), **resources(compiled))
     return out
 
 

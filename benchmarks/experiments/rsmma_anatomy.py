@@ -82,11 +82,11 @@ def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, S
 def compile_mma_only(variant_id: str) -> dict:
     """The MMA-only form of ``variant_id`` compiled for sm_90 offline: its wgmma waits, registers, spills,
     the loop's shared loads and, apart, the one-split epilogue's 16-byte read-back of C's staged tile."""
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from benchmarks.sass_stats import disassemble, resources, staged_epilogue_loads, wgmma_waits
 
     compiled = compile_family_offline(variant_id, FRAGMENT=mma_only_fragment)
     sass = disassemble(compiled)
-    staged = sum(op == "LDS.128" for _, op, _ in sass)  # the loop has no shared load this wide (row 80)
+    staged = staged_epilogue_loads(sass)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
                 shared_loads=sum(op.startswith("LDS") for _, op, _ in sass) - staged, staged_loads=staged,
                 **resources(compiled))
@@ -104,8 +104,9 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
     picks = {tuple(map(int, key.split(","))): [Variant.from_id(v) for v in ids.split("|")] for key, ids in
              (item.split("=") for item in os.environ.get("ANATOMY_PICKS", "").split(";") if item)}
     rows = []
-    for M, K, N, variant in [(*key, variant) for key in sorted(set(KEYS) | set(picks)) if min_m <= key[0] <= max_m
-                             for variant in picks.get(key) or [table.resolve(key[0], key[2], key[1], torch.device("cuda"))]]:
+    keys = [(M, K, N) for M, K, N in sorted(set(KEYS) | set(picks)) if min_m <= M <= max_m]
+    for M, K, N, variant in [(M, K, N, variant) for M, K, N in keys
+                             for variant in picks.get((M, K, N)) or [table.resolve(M, N, K, torch.device("cuda"))]]:
         row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
