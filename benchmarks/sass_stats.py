@@ -59,9 +59,13 @@ def disassemble(compiled) -> list[tuple[int, str, str]]:
 
 
 def resources(compiled) -> dict:
-    """Registers per thread and local (spill) memory bytes, from the cubin (no GPU needed)."""
+    """Registers per thread and thread-local memory bytes, from the cubin (no GPU needed). ``local`` is
+    the kernel's LOCAL plus its STACK: ptxas puts register spills in the stack frame (e.g. 456 bytes,
+    93 LDL, at LOCAL:0 for rsmma bm256.bn128.bk64.sk2.w8), and these kernels make no calls that would
+    need one, so any of either is a spill."""
     usage = _cuobjdump(compiled, "-res-usage")
-    return {key.lower(): int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL")}
+    got = {key: int(re.search(rf"{key}:(\d+)", usage).group(1)) for key in ("REG", "LOCAL", "STACK")}
+    return dict(reg=got["REG"], local=got["LOCAL"] + got["STACK"])
 
 
 def staged_epilogue_loads(instrs) -> int:

@@ -354,3 +354,40 @@ def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
         outs[staged] = out
     assert torch.equal(outs[True], outs[False])
     assert relative_error(outs[True], ref) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", 5, 4096, 1032),
+                                                 ("rsmma.bm16.bn64.bk128.sk4.w4.s8.c3.skew2", 16, 11008, 1000),
+                                                 ("rsmma.bm32.bn64.bk128.sk2.w4.s6.skew3", 40, 4096, 520)])
+@pytest.mark.parametrize("layout", ["base", "frag32"])
+def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N, layout):
+    """Skewed splits (the first split SKEW blocks longer from each other one) whose first split sums the
+    others' partials itself when they are in (OWNER_FIRST, the family's launch) against the same splits
+    reduced by the last to arrive: the same bits, launch after launch (either split may end last, so
+    either path may run), and right, with rows and columns past C's edge and K = 86 blocks in 4 splits."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
+    from tunesearch.variants.layout import to_layout
+    from tunesearch.variants.api import _rsmma_call
+
+    if not DeviceLimits.of(0).gluon:
+        pytest.skip("no Gluon family here")
+    gen = torch.Generator().manual_seed(12)
+    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), 128)
+    a = torch.randn(M, K, generator=gen).half().cuda()
+    ref = a.float() @ dequantize(packed, scales, 128).float().cuda()
+    packed, scales = packed.cuda(), scales.cuda()
+    if layout != "base":
+        packed = to_layout(packed, layout)
+    outs = {True: [], False: []}
+    for _ in range(5):
+        for owner_first in (True, False):
+            out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+            kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
+            assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
+            kernel[grid](*args, **(meta | {"OWNER_FIRST": owner_first}))
+            outs[owner_first].append(out)
+    assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
+    assert relative_error(outs[True][0], ref) < 2e-3

@@ -188,6 +188,25 @@ def test_a_changed_kernel_times_its_former_winners_first(tmp_path):
     assert {v.family for v in former_winners(store, key, only_swapab, limit=10)} <= {"swapab"}
 
 
+def test_the_best_former_winner_is_followed_by_its_twins_along_later_parameters():
+    """A parameter added after trials were stored (rsmma's CTAS, then SKEW) was never tried by them: the
+    best former winner's twins along it (the newest parameter first, where the winner has its default
+    and the key's space holds the twin) come right after it, before the other former winners."""
+    from tunesearch.search import key_space, later_parameter_twins
+    from tunesearch.variants import DeviceLimits, Variant
+
+    hopper = DeviceLimits(gluon=True)
+    key = Key("synthetic", 1, 11008, 4096, 128)
+    space = key_space(key, hopper)
+    split, other = (Variant.from_id(v) for v in ("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3", "gemv.bm1.bn256.bk64.sk32.w2.s2"))
+    queue = later_parameter_twins([split, other], space)
+    assert [v.id for v in queue] == [split.id] + [f"{split.id}.skew{s}" for s in (2, 3, 4, 6)] + [other.id]
+    one = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6")  # no split to skew; c1: its CTAS twins that fit
+    twins = later_parameter_twins([one], space)[1:]
+    assert twins and all(t.params == {**one.params, "CTAS": t["CTAS"]} and t in space for t in twins)
+    assert later_parameter_twins([other, split], space) == [other, split] and later_parameter_twins([], space) == []
+
+
 def test_a_sweep_records_every_kernel_hash():
     from types import SimpleNamespace
 

@@ -46,6 +46,30 @@ def test_a_parameter_added_later_keeps_the_stored_ids():
         Variant.from_id("rsmma.bm128.bn64.bk64.sk1.w4.s4.c0")
 
 
+def test_rsmma_skew_is_a_later_parameter_of_split_tiles_only():
+    # SKEW came after rsmma's trials were stored: left out of an id at 0, written after CTAS otherwise;
+    # it needs a split tile, and each other split must keep a block of its even share
+    from tunesearch.variants import DeviceLimits
+
+    hopper = DeviceLimits(gluon=True)
+    old = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3")
+    assert old.params["SKEW"] == 0 and Variant.from_id(old.id + ".skew0") == old
+    skewed = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4")
+    assert skewed.params["SKEW"] == 4 and skewed.id.endswith(".c3.skew4") and skewed != old
+    assert Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.skew4").params == {**skewed.params, "CTAS": 1}
+    assert variant_error(skewed, 1, 11008, 4096, 128, hopper) is None  # 32 blocks: 12 and 20
+    one_split = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3.skew2")
+    assert "SPLIT_K must be 2 or more" in variant_error(one_split, 1, 11008, 4096, 128, hopper)
+    stream_k = Variant.from_id("rsmma.bm8.bn64.bk128.sk0.w4.s6.c3.skew2")
+    assert "SPLIT_K must be 2 or more" in variant_error(stream_k, 1, 11008, 4096, 128, hopper)
+    # K=1024: 8 blocks, 4 splits of 2; a skew of 2 would leave the other splits none
+    assert variant_error(Variant.from_id("rsmma.bm8.bn64.bk128.sk4.w4.s6.skew1"), 1, 4096, 1024, 128, hopper) is None
+    assert "no block" in variant_error(Variant.from_id("rsmma.bm8.bn64.bk128.sk4.w4.s6.skew2"), 1, 4096, 1024,
+                                       128, hopper)
+    with pytest.raises(ValueError, match="SKEW must be an int >= 0"):
+        Variant("rsmma", {**old.params, "SKEW": -1})
+
+
 def test_from_dict_rejects_an_id_that_disagrees():
     d = Variant.from_id("gemv.bm1.bn128.bk256.sk4.w4.s2").to_dict()
     d["id"] = "gemv.bm1.bn128.bk256.sk8.w4.s2"

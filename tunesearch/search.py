@@ -24,7 +24,7 @@ import optuna
 
 from tunesearch.db import Key, Store, Trial
 from tunesearch.variants import Variant, variant_space
-from tunesearch.variants.space import FAMILY_GRID, FAMILY_PARAMS, param_steps
+from tunesearch.variants.space import FAMILY_DEFAULTS, FAMILY_GRID, FAMILY_PARAMS, param_steps
 
 from .measure import metrics
 
@@ -410,6 +410,20 @@ def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4
     former = [t for t in store.trials(key, status="ok")
               if t.family in codes and t.code_version != codes[t.family]]
     return _distinct_variants((t.variant_id for t in sorted(former, key=lambda t: t.us)), limit)
+
+
+def later_parameter_twins(winners: list[Variant], space) -> list[Variant]:
+    """``winners`` (a key's former winners, best first) with, after the best, its twins along each parameter
+    added to its family after trials were stored (space.FAMILY_DEFAULTS, the newest first) where it has the
+    default, those the key's ``space`` holds: no stored trial tried those values, and a kernel change is
+    usually small, so the best one's twins are the likeliest gain (rsmma's SKEW, NOTES.md row 82)."""
+    if not winners:
+        return []
+    best, held = winners[0], set(space)
+    twins = [Variant(best.family, {**best.params, name: value})
+             for name, default in reversed(FAMILY_DEFAULTS.get(best.family, {}).items()) if best[name] == default
+             for value in FAMILY_GRID[best.family][name] if value != default]
+    return [best] + [twin for twin in twins if twin in held] + winners[1:]
 
 
 def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[Variant]:

@@ -176,7 +176,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
                        cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS, STAGED_C=True,
-                num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
+                SKEW=p["SKEW"], OWNER_FIRST=p["SKEW"] > 0, num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
     return rsmma.rsmma_kernel, grid, args, meta
 

@@ -150,11 +150,13 @@ def _first_cta(u, units, ctas):
 @gluon.jit
 def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n, units, ctas,
                    SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr, TRANSPOSED: gl.constexpr = False,
-                   PAIRED_ROWS: gl.constexpr = False):
+                   PAIRED_ROWS: gl.constexpr = False, SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False):
     """C's tile for the segment of blocks that ends at unit u: fp16 when this CTA computed the whole tile,
     else the deterministic reduction: each contributor stores its fp32 partial in the tile's slot of its
     rank, and the last to arrive sums the slots in rank order. TRANSPOSED: acc is rsmma's C^T tile
-    [BN, BM] (its rows in the paired order if PAIRED_ROWS)."""
+    [BN, BM] (its rows in the paired order if PAIRED_ROWS). SKEW > 0: rsmma's skewed splits (every one of
+    the SPLIT_K non-empty); OWNER_FIRST: rank 0 sums the others' slots itself when they are in
+    (``store_tile``)."""
     if TRANSPOSED:
         BN: gl.constexpr = acc.type.shape[0]
         BM: gl.constexpr = acc.type.shape[1]
@@ -167,16 +169,19 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
         first = _first_cta(tile * blocks, units, ctas)
         rank = gl.program_id(0) - first
         parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
+    elif SKEW > 0:  # rsmma's skewed splits: all SPLIT_K non-empty
+        rank = gl.program_id(1)
+        parts = SPLIT_K
     else:  # split-K: the non-empty splits
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         rank = gl.program_id(1)
         parts = (blocks + per_split - 1) // per_split
     if TRANSPOSED:
         store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, tile, rank,
-                   parts, MAX_PARTS, PAIRED_ROWS)
+                   parts, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     else:
         store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank,
-                   parts, MAX_PARTS, False)
+                   parts, MAX_PARTS, False, OWNER_FIRST)
 
 
 @gluon.jit
@@ -194,14 +199,16 @@ def stream_k_segment(seg, u0, n_units, blocks):
 
 @gluon.jit
 def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, ws_ptr, lock_ptr, tile, rank, parts,
-               MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr):
+               MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr, OWNER_FIRST: gl.constexpr = False):
     """C's tile from ``acc`` (also rsmma's): its rows at ``row0`` + r of the ``n_rows`` along ``stride_row``
     (C's M for dqmma; its N for rsmma, whose C^T tile is transposed), its columns likewise, the rest
     masked. PAIRED_ROWS: acc's row 16w + 8h + g holds row 16w + 2g + h (rsmma's fragment order).
     fp16 straight to C when one CTA computed all of it, else the deterministic reduction: each of the
     ``parts`` contributors stores its fp32 partial in the tile's workspace slot of its ``rank`` (MAX_PARTS
     slots a tile, tile-local offsets: no mask needed), and the last to arrive sums the slots in rank order
-    and re-arms the tile's counter."""
+    and re-arms the tile's counter. OWNER_FIRST: rank 0 first reads the counter, and if every other part
+    is in (rsmma's skewed splits end the others early) sums their slots with its own partial from
+    registers, in the same order (the same bits), with no store, fence or second count of its own."""
     ROWS: gl.constexpr = acc.type.shape[0]
     COLS: gl.constexpr = acc.type.shape[1]
     SIZE: gl.constexpr = ROWS * COLS
@@ -222,15 +229,36 @@ def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, w
         gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
     else:
         ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE) + slot
-        gl.store(ws_tile + rank * SIZE, acc)
-        gl.thread_barrier()  # every thread's partial is written before the release below
-        arrived = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
-        if arrived == parts - 1:
-            total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT)
-            for r in range(parts):
-                total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
-            gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+        if OWNER_FIRST:
+            others_in = 0
+            if rank == 0:  # the owner: the others' partials may all be in
+                others_in = gl.atomic_add(lock_ptr + tile, 0, sem="acquire")
+            if others_in == parts - 1:  # rank 0, and the others all in (parts >= 2)
+                total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT) + acc  # slot 0's term, as the sum below
+                for r in range(1, parts):
+                    total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
+                gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+                gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+            else:
+                _reduce_last(acc, c_ptrs, mask, ws_tile, lock_ptr + tile, rank, parts)
+        else:
+            _reduce_last(acc, c_ptrs, mask, ws_tile, lock_ptr + tile, rank, parts)
+
+
+@gluon.jit
+def _reduce_last(acc, c_ptrs, mask, ws_tile, lock, rank, parts):
+    """``store_tile``'s reduction: this part's fp32 partial into its slot, counted; the last of the
+    ``parts`` to arrive sums the slots in rank order into C and re-arms the counter."""
+    SIZE: gl.constexpr = acc.type.shape[0] * acc.type.shape[1]
+    gl.store(ws_tile + rank * SIZE, acc)
+    gl.thread_barrier()  # every thread's partial is written before the release below
+    arrived = gl.atomic_add(lock, 1, sem="acq_rel")
+    if arrived == parts - 1:
+        total = gl.zeros_like(acc)
+        for r in range(parts):
+            total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
+        gl.store(c_ptrs, total.to(gl.float16), mask=mask)
+        gl.atomic_xchg(lock, 0, sem="relaxed")
 
 
 @gluon.jit

@@ -327,14 +327,18 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
-                 MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True):
+                 MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True, SKEW: gl.constexpr = 0,
+                 OWNER_FIRST: gl.constexpr = False):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or BN/64 boxes [BK/32, 256] of frag32's;
     PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
     in the anatomy; SCALE_AFTER scales each block's fp32 partial instead of its fragment. SPLIT_K: that
     many CTAs along K per tile (grid: column tiles, splits, token tiles), or 0, stream-K (grid: CTAs that
     split all tiles' blocks evenly; MAX_PARTS, the most of them one tile meets, ``space.gluon_grid``).
-    STAGED_C (one split): C's tile leaves through the drained ring in 16-byte rows (``_store_tile_staged``)."""
+    STAGED_C (one split): C's tile leaves through the drained ring in 16-byte rows (``_store_tile_staged``).
+    SKEW > 0 (SPLIT_K > 1): split r >= 1 takes blocks // SPLIT_K - SKEW blocks, the last ones, and split 0
+    the rest, so that the others end (and store their partials) before it; OWNER_FIRST: split 0 then sums
+    their partials with its own from registers when all are in (``dqmma.store_tile``)."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     blocks = K // BK
@@ -344,6 +348,14 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         ctas = gl.num_programs(0)
         u0 = gl.program_id(0) * units // ctas
         n_units = (gl.program_id(0) + 1) * units // ctas - u0
+    elif SKEW > 0:  # split 0 (the owner) SKEW blocks longer than an even share from each other split
+        ctas = 1
+        helper = blocks // SPLIT_K - SKEW
+        owner = blocks - (SPLIT_K - 1) * helper
+        rank = gl.program_id(1)
+        first_block = (rank > 0) * (owner + (rank - 1) * helper)
+        u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
+        n_units = owner + (rank > 0) * (helper - owner)
     else:  # one tile per CTA, its blocks split SPLIT_K ways (an empty split adds nothing: the reduction counts the others)
         ctas = 1
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
@@ -374,7 +386,7 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     elif SPLIT_K != 0:
         if n_units > 0:  # C^T's tile [BN, BM] into C [M, N]
             _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
-                           tiles_n, units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS)
+                           tiles_n, units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS, SKEW, OWNER_FIRST)
 
 
 @gluon.jit

@@ -54,14 +54,16 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "dqmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s")),
     # BM tokens (the wgmma N), BN = 16 x num_warps columns of W (the wgmma M), num_stages its TMA ring,
-    # CTAS the CTAs an SM its launch's registers are sized for (variants/rsmma_launch.py)
+    # CTAS the CTAs an SM its launch's registers are sized for (variants/rsmma_launch.py), SKEW the blocks
+    # each split but the first gives up to it (rsmma_kernel: the others end first and split 0 sums their
+    # partials itself)
     "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
-              ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c")),
+              ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 # Parameters added to a family after its variants were stored: a variant without one has its default,
 # and an id leaves it out at its default, so the ids stored before it keep naming the same kernel.
-FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1}}
+FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1, "SKEW": 0}}
 # The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
 # over M, no split-K; launched by the dequantize launcher, not by one kernel call.
 CUBLAS_FAMILIES = ("dequant", "dqchunk")
@@ -100,8 +102,12 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # picks at every M <= 8 key timed (row 67: 4096x22016 M=1 18.50 vs 21.21 us, 4096x12288 M=4 12.74 vs 14.34).
     # 8 splits lost at every key tried (row 70: 4096x4096 and 11008x4096 at M=1..16, e.g. 7.52 vs 7.16 us at
     # 4096x4096 M=8): their partials cost more than the CTAs they add
+    # Deeper rings lost at every M <= 64 pick tried (row 82: 12 and 16 stages 0.4-1.9 us slower than 6).
+    # SKEW > 0 (row 82): the other splits end SKEW blocks early, so the first finds their partials in
+    # and adds them itself, without the reduction's store, fence and count: 2-5% at 7 of 13 split picks
+    # (M=32 11008x4096 14.01 -> 13.25 us), a loss at others (4096x4096 M=1 7.10 -> 7.29)
     "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
-                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4)),
+                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4), SKEW=(0, 2, 3, 4, 6)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
 GLUON_FAMILIES = ("dqmma", "rsmma")
@@ -153,7 +159,7 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            least = STREAM_K if name == "SPLIT_K" and family in GLUON_FAMILIES else 1
+            least = STREAM_K if name == "SPLIT_K" and family in GLUON_FAMILIES else 0 if name == "SKEW" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
@@ -401,6 +407,11 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return f"rsmma's BM is the wgmma N: 8, 16, 32, 64, 128 or 256 tokens, got {bm}"
     if p["CTAS"] > 4:
         return f"rsmma's CTAS is 1 to 4 CTAs an SM, got {p['CTAS']}"
+    if p["SKEW"] and p["SPLIT_K"] < 2:
+        return f"SKEW shortens the other splits of a split tile: SPLIT_K must be 2 or more, got {p['SPLIT_K']}"
+    if p["SKEW"] and K // bk // p["SPLIT_K"] - p["SKEW"] < 1:
+        return (f"SKEW={p['SKEW']} leaves the other splits no block of their {K // bk // p['SPLIT_K']} "
+                f"(K={K}, BK={bk}, SPLIT_K={p['SPLIT_K']})")
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],

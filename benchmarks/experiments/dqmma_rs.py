@@ -3,7 +3,7 @@
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
     python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K[,SCALE_AFTER]]  (offline: the schedule)
     python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
-    python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,...  (offline: does it fit?)
+    python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,[VARIANT_ID@]MAXNREG...  (offline: does it fit?)
     python benchmarks/experiments/dqmma_rs.py --registers-scale-after VARIANT_ID@MAXNREG,...  (its scale-after form)
 
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
@@ -55,7 +55,7 @@ def _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, scale_after=False) -> d
     """The family kernel's constexprs for the frag32 layout (its fragment builder, rows in the paired order)."""
     return dict(GROUP=group_size, BM=BM, BK=BK, SPLIT_K=SPLIT_K, MAX_PARTS=SPLIT_K, STAGES=STAGES,
                 WORDS=frag32_word_layout(BK, 4 * WG), FRAGMENT=frag32_fragment, PAIRED_ROWS=True, PARTS=ALL_PARTS,
-                SCALE_AFTER=scale_after, num_warps=4 * WG)
+                SCALE_AFTER=scale_after, SKEW=0, OWNER_FIRST=False, num_warps=4 * WG)
 
 
 def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size=128, **meta_overrides):
@@ -259,10 +259,13 @@ if __name__ == "__main__":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
     elif sys.argv[1] == "--compile-family":
         print(json.dumps(family_schedule(sys.argv[2])))
-    elif sys.argv[1] in ("--registers", "--registers-scale-after"):  # VARIANT_ID@MAXNREG[,MAXNREG...]
-        variant_id, _, regs = sys.argv[2].partition("@")
+    elif sys.argv[1] in ("--registers", "--registers-scale-after"):  # VARIANT_ID@MAXNREG[,[VARIANT_ID@]MAXNREG...]
         forced = True if sys.argv[1] == "--registers-scale-after" else None
-        print(json.dumps([fits_registers(variant_id, int(r), forced) for r in regs.split(",")]))
+        fits = []
+        for item in sys.argv[2].split(","):  # a count alone is the previous variant's
+            variant_id, regs = item.split("@") if "@" in item else (variant_id, item)
+            fits.append(fits_registers(variant_id, int(regs), forced))
+        print(json.dumps(fits))
     elif sys.argv[1] == "--smoke":
         problem = smoke(dict(zip(FIELDS, map(int, sys.argv[2].split(",")))))
         print(problem or "ok")

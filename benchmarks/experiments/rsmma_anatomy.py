@@ -39,10 +39,17 @@ Each key's table pick is timed as launched, then the same launch without a part:
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
   rsmma_launch.scale_after gives its launch;
-beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. The full form is checked
+- owner, skew1, skew2, skew3, skew4, skew2_store_all (a split pick): the reduction with OWNER_FIRST (split 0
+  reads the counter first and, where the others are all in, sums their partials with its own from
+  registers), alone and with SKEW = 1..4 (each other split SKEW blocks shorter than an even share, split 0
+  that much longer, so that they end first), and SKEW=2 without OWNER_FIRST (row 82), each checked;
+beside the streaming-read floor of the packed weights and scales and cuBLAS fp16. Every form runs on the
+layout the table keeps the shape's weights in (frag32 on every llama-7b shape since row 69; the base
+layout before row 82). The full form is checked
 against A @ dequantize(W) first; the others compute something else by design.
 ANATOMY_PICKS="M,K,N=VARIANT_ID|VARIANT_ID;..." times those variants instead of the table's picks, at those keys too
-(row 80: stream-K on 256x128 tiles where the table picks 64-column ones, or routes the key to cuBLAS).
+(row 80: stream-K on 256x128 tiles where the table picks 64-column ones, or routes the key to cuBLAS);
+with ANATOMY_PICKS_ONLY=1, at those keys only.
 Reading: ring ~ full -> the skeleton's streaming (ring depth, TMA boxes, CTAs) is the limit; ring << full
 and mma_only ~ full -> the wgmma chain; mma_only << full -> the unpack; no_a << full -> A's traffic.
 """
@@ -104,23 +111,37 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
     picks = {tuple(map(int, key.split(","))): [Variant.from_id(v) for v in ids.split("|")] for key, ids in
              (item.split("=") for item in os.environ.get("ANATOMY_PICKS", "").split(";") if item)}
     rows = []
-    keys = [(M, K, N) for M, K, N in sorted(set(KEYS) | set(picks)) if min_m <= M <= max_m]
+    named = set(picks) if os.environ.get("ANATOMY_PICKS_ONLY") else set(KEYS) | set(picks)
+    keys = [(M, K, N) for M, K, N in sorted(named) if min_m <= M <= max_m]
+    wanted = lambda form: only is None or form in only  # noqa: E731
     for M, K, N, variant in [(M, K, N, variant) for M, K, N in keys
                              for variant in picks.get((M, K, N)) or [table.resolve(M, N, K, torch.device("cuda"))]]:
-        row = dict(M=M, K=K, N=N, variant=variant.id, fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
+        layout = table.layout_for(N, K, torch.device("cuda"))
+        row = dict(M=M, K=K, N=N, layout=layout, variant=variant.id,
+                   fp16=time_fp16(M, N, K, info.l2_bytes, replays=20).us,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
-        err = gluon_checks.relative_error_of(family_launch(variant), CheckInputs(M, N, K, 128, "cuda"))
+        check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
+        err = gluon_checks.relative_error_of(family_launch(variant), check)
         row["rel_error"] = err
-        ops = Operands(M, N, K, 128, info.l2_bytes)
+        ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
+        split = variant.params["SPLIT_K"]
+        blocks = K // variant.params["BK"]
+        skews = {f"skew{s}": dict(SKEW=s, OWNER_FIRST=True) for s in (1, 2, 3, 4)}
+        skews |= {"owner": dict(OWNER_FIRST=True), "skew2_store_all": dict(SKEW=2)}
+        skews = {name: meta for name, meta in skews.items()
+                 if split > 1 and blocks // split - meta.get("SKEW", 0) >= 1}
+        for name, meta in skews.items():
+            row[f"{name}_rel_error"] = gluon_checks.relative_error_of(family_launch(variant, **meta), check) \
+                if wanted(name) else None
         one_split = Variant(variant.family, {**variant.params, "SPLIT_K": 1})
         stream_k = Variant(variant.family, {**variant.params, "SPLIT_K": 0})
         bm8 = Variant(variant.family, {**variant.params, "BM": 8}) if M <= 8 else None
-        row["bm8_rel_error"] = gluon_checks.relative_error_of(family_launch(bm8), CheckInputs(M, N, K, 128, "cuda")) \
-            if bm8 else None
-        row["stream_k_rel_error"] = gluon_checks.relative_error_of(family_launch(stream_k),
-                                                                   CheckInputs(M, N, K, 128, "cuda"))
+        row["bm8_rel_error"] = gluon_checks.relative_error_of(family_launch(bm8), check) \
+            if bm8 and wanted("bm8") else None
+        row["stream_k_rel_error"] = gluon_checks.relative_error_of(family_launch(stream_k), check) \
+            if wanted("stream_k") else None
         row["bm8_after_rel_error"] = gluon_checks.relative_error_of(family_launch(bm8, SCALE_AFTER=True),
-                                                                    CheckInputs(M, N, K, 128, "cuda")) if bm8 else None
+                                                                    check) if bm8 and wanted("bm8_after") else None
         forms = (("full", variant, {}), ("mma_only", variant, {"FRAGMENT": mma_only_fragment}),
                  ("no_a", variant, {"PARTS": MMA.value}), ("ring", variant, {"PARTS": A_COPY.value}),
                  ("ring_no_a", variant, {"PARTS": 0}), ("scaled_fragment", variant, {"SCALE_AFTER": False}),
@@ -136,6 +157,8 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                  ("unstaged", variant, {"STAGED_C": False}),
                  ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}),
                  ("bm8_after", bm8, {"SCALE_AFTER": True}))
+        forms += tuple((name, variant if name in skews else None, skews.get(name, {}))
+                       for name in ("owner", "skew1", "skew2", "skew3", "skew4", "skew2_store_all"))
         forms = tuple(form for form in forms if only is None or form[0] in only)
         for form, launched, overrides in forms:
             try:
@@ -143,7 +166,7 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                     row[form] = None
                     continue
                 checked = {"full": err, "stream_k": row["stream_k_rel_error"], "bm8": row["bm8_rel_error"],
-                           "bm8_after": row["bm8_after_rel_error"]}
+                           "bm8_after": row["bm8_after_rel_error"]} | {name: row[f"{name}_rel_error"] for name in skews}
                 if form in checked and not checked[form] < REL_TOL:
                     raise AssertionError(f"WRONG: relative error {checked[form]:.3g}")
                 launch = family_launch(launched, **overrides)
