@@ -3,7 +3,8 @@
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
     python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K[,SCALE_AFTER]]  (offline: the schedule)
     python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
-    python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,[VARIANT_ID@]MAXNREG...  (offline: does it fit?)
+    python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,[VARIANT_ID@]MAXNREG...
+                                                                  (offline: does it fit? a count alone: the same variant)
     python benchmarks/experiments/dqmma_rs.py --registers-scale-after VARIANT_ID@MAXNREG,...  (its scale-after form)
 
 Measured (row 51, _s20): frag32 beats the packaged table's dqmma picks from M=64 (4096x11008 M=128
