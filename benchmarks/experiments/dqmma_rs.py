@@ -262,7 +262,7 @@ if __name__ == "__main__":
         print(json.dumps(family_schedule(sys.argv[2])))
     elif sys.argv[1] in ("--registers", "--registers-scale-after"):  # VARIANT_ID@MAXNREG[,[VARIANT_ID@]MAXNREG...]
         forced = True if sys.argv[1] == "--registers-scale-after" else None
-        fits = []
+        fits, variant_id = [], None
         for item in sys.argv[2].split(","):  # a count alone is the previous variant's
             variant_id, regs = item.split("@") if "@" in item else (variant_id, item)
             fits.append(fits_registers(variant_id, int(regs), forced))
