@@ -202,6 +202,25 @@ def test_packaged_tables_were_timed_with_this_trees_kernels():
 
 # -- weight layouts ------------------------------------------------------------------------------
 
+def test_a_layout_left_out_of_the_comparison_is_named():
+    # choose_layout compares only layouts timed at every M bucket: one that a cut-short sweep left without
+    # some buckets is not compared at all, so the export names it (the CLI prints it as a warning)
+    import json
+    from pathlib import Path
+
+    from tunesearch.export import uncompared_layouts
+
+    table = {"gpus": {"H": {"shapes": {"4096x22016": {
+        "layout": "base", "buckets": [{"m_max": m} for m in (1, 48, 64, 4096)],
+        "other_layouts": {"frag32": {"1": 16.4, "4096": 979.9}}}}}}}
+    assert uncompared_layouts(table) == [
+        "H 4096x22016: frag32 lacks M=48,64, so the shape keeps base without comparing it"]
+    table["gpus"]["H"]["shapes"]["4096x22016"]["other_layouts"]["frag32"].update({"48": 31.7, "64": 26.4})
+    assert uncompared_layouts(table) == []
+    packaged = json.loads((Path(__file__).resolve().parents[1] / "tunesearch/tables/h200.json").read_text())
+    assert uncompared_layouts(packaged) == []  # every shape's layouts were compared at all 19 buckets
+
+
 def test_a_shape_keeps_the_layout_with_the_lowest_geometric_mean_over_every_m():
     from tunesearch.export import choose_layout
 

@@ -205,7 +205,7 @@ def export(
     """Write the best variant per (GPU, shape, M bucket) as a dispatch table."""
     from tunesearch.dispatch import DispatchError
     from tunesearch.export import export as do_export
-    from tunesearch.export import stale_buckets
+    from tunesearch.export import stale_buckets, uncompared_layouts
 
     store = _open_store(db)
     try:
@@ -222,6 +222,8 @@ def export(
             console.print(f"  {line}", markup=False)
         if len(stale) > 20:
             console.print(f"  ... and {len(stale) - 20} more")
+    for line in uncompared_layouts(table):  # a sweep cut short can move a shape to a slower layout
+        console.print(f"[yellow]warning:[/yellow] {line} (sweep the missing keys in that layout)")
 
 
 @app.command()

@@ -29,6 +29,24 @@ def stale_buckets(table: dict) -> list[str]:
             for b in v["buckets"] if b.get("code") != current_code(b["variant"]["family"], v.get("layout", "base"))]
 
 
+def uncompared_layouts(table: dict) -> list[str]:
+    """'GPU KxN: LAYOUT lacks M=...' for each layout a shape was timed in but not at every M bucket its kept
+    layout has (``choose_layout`` compares only layouts timed at all of them): a sweep whose budget ran out,
+    or a kernel change that left a layout's buckets without a current trial, silently keeps the shape's
+    weights in another layout, which may be much slower (NOTES.md row 83: 4096x22016 would have gone to
+    base, 1.4-2.4x slower at every M)."""
+    out = []
+    for name, entry in table["gpus"].items():
+        for shape, v in entry["shapes"].items():
+            kept = {b["m_max"] for b in v["buckets"]}
+            for layout, by_m in v.get("other_layouts", {}).items():
+                missing = sorted(kept - {int(m) for m in by_m})
+                if missing:
+                    out.append(f"{name} {shape}: {layout} lacks M={','.join(map(str, missing))}, so the "
+                               f"shape keeps {v.get('layout', 'base')} without comparing it")
+    return out
+
+
 def choose_layout(times: dict[str, dict[int, float]]) -> str:
     """The layout a shape's weights are kept in, from its best time per M bucket in each layout (one copy
     of the weights serves every M): of the layouts timed at every M bucket any layout was, the one whose
