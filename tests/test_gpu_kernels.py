@@ -321,6 +321,24 @@ def test_split_k_launches_in_two_streams_at_once(family):
             assert not bad, f"{run}, stream {s}: {len(bad)} of 200 wrong (first error {bad[0]:.3g})"
 
 
+def _rsmma_operands(M: int, K: int, N: int, layout: str, seed: int):
+    """A [M, K], the packed weights in ``layout`` and their scales on the GPU, and the fp32 reference
+    A @ dequantize(W), for the rsmma launch tests (skipped where the Gluon family cannot run)."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, dequantize, quantize_pack
+    from tunesearch.variants.layout import to_layout
+
+    if not DeviceLimits.of(0).gluon:
+        pytest.skip("no Gluon family here")
+    gen = torch.Generator().manual_seed(seed)
+    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), 128)
+    a = torch.randn(M, K, generator=gen).half().cuda()
+    ref = a.float() @ dequantize(packed, scales, 128).float().cuda()
+    packed, scales = packed.cuda(), scales.cuda()
+    return a, packed if layout == "base" else to_layout(packed, layout), scales, ref
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant_id", ["rsmma.bm256.bn128.bk64.sk1.w8.s3", "rsmma.bm128.bn64.bk128.sk1.w4.s5.c2",
                                         "rsmma.bm8.bn64.bk128.sk1.w4.s5.c3"])
@@ -331,20 +349,11 @@ def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
     in the last tiles (M=300, N=1032) and C's columns unpaired from rsmma's paired accumulator rows."""
     import torch
 
-    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
-    from tunesearch.variants.layout import to_layout
+    from tunesearch.variants import Variant
     from tunesearch.variants.api import _rsmma_call
 
-    if not DeviceLimits.of(0).gluon:
-        pytest.skip("no Gluon family here")
     M, K, N = 300, 1024, 1032
-    gen = torch.Generator().manual_seed(11)
-    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), 128)
-    a = torch.randn(M, K, generator=gen).half().cuda()
-    ref = a.float() @ dequantize(packed, scales, 128).float().cuda()
-    packed, scales = packed.cuda(), scales.cuda()
-    if layout != "base":
-        packed = to_layout(packed, layout)
+    a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=11)
     outs = {}
     for staged in (True, False):
         out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
@@ -368,19 +377,10 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
     either path may run), and right, with rows and columns past C's edge and K = 86 blocks in 4 splits."""
     import torch
 
-    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
-    from tunesearch.variants.layout import to_layout
+    from tunesearch.variants import Variant
     from tunesearch.variants.api import _rsmma_call
 
-    if not DeviceLimits.of(0).gluon:
-        pytest.skip("no Gluon family here")
-    gen = torch.Generator().manual_seed(12)
-    packed, scales = quantize_pack(torch.randn(K, N, generator=gen), 128)
-    a = torch.randn(M, K, generator=gen).half().cuda()
-    ref = a.float() @ dequantize(packed, scales, 128).float().cuda()
-    packed, scales = packed.cuda(), scales.cuda()
-    if layout != "base":
-        packed = to_layout(packed, layout)
+    a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=12)
     outs = {True: [], False: []}
     for _ in range(5):
         for owner_first in (True, False):
