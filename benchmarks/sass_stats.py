@@ -74,6 +74,31 @@ def staged_epilogue_loads(instrs) -> int:
     return sum(op == "LDS.128" for _, op, _ in instrs)
 
 
+def _first_async_copy(instrs) -> int:
+    """Where the kernel's first async copy (LDGSTS) is: rsmma's split reduction's read-back of the
+    partials through the drained ring (STAGED_SPLIT, NOTES.md row 84); the K loop's copies are TMA."""
+    return next((i for i, (_, op, _) in enumerate(instrs) if op.startswith("LDGSTS")), len(instrs))
+
+
+def _copy_fence(op: str, rest: str) -> bool:
+    """``LDS RZ, [RZ]``, which ptxas puts before each batch of async copies: it loads nothing."""
+    return op == "LDS" and rest.strip().startswith("RZ, [RZ]")
+
+
+def before_split_readback(instrs) -> list:
+    """``instrs`` without rsmma's split reduction's read-back (from its first async copy on) and without
+    the copies' fences: what the K loop and the rest of the kernel load, for counts that the read-back
+    would blur."""
+    return [(a, op, rest) for a, op, rest in instrs[:_first_async_copy(instrs)] if not _copy_fence(op, rest)]
+
+
+def split_readback_loads(instrs) -> int:
+    """The shared loads of rsmma's split reduction's read-back of the partials (STAGED_SPLIT): those
+    from its first async copy on, less the staged C tile's 16-byte ones, and the copies' fences."""
+    after = sum(op.startswith("LDS") and op != "LDS.128" for _, op, _ in instrs[_first_async_copy(instrs):])
+    return after + sum(_copy_fence(op, rest) for _, op, rest in instrs[:_first_async_copy(instrs)])
+
+
 def wgmma_waits(instrs) -> list[str]:
     """The operands of each wgmma wait (WARPGROUP.DEPBAR) in ``instrs``, in order: "gsb0, 0x1" leaves one
     wgmma in flight, "gsb0, 0x0" waits for all."""

@@ -366,6 +366,36 @@ def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm256.bn128.bk64.sk3.w8.s4", 300, 4096, 1032),
+                                                 ("rsmma.bm8.bn64.bk128.sk4.w4.s6.c3", 5, 11008, 1000),
+                                                 ("rsmma.bm64.bn64.bk128.sk2.w4.s8.skew3", 70, 4096, 520),
+                                                 ("rsmma.bm128.bn64.bk64.sk4.w4.s4", 130, 3072, 264)])
+@pytest.mark.parametrize("layout", ["base", "frag32"])
+def test_rsmma_split_reduction_through_the_ring_gives_the_same_bits(variant_id, M, K, N, layout):
+    """Split tiles whose last part reads the others' fp32 partials back through the drained ring by async
+    copies and stores C staged (STAGED_SPLIT, the family's launch) against the same splits reduced in the
+    accumulator's registers: the same bits, launch after launch (any part may end last, and with a skew
+    the first may sum), and right, with rows and columns past C's edge (a second token tile of 44 rows
+    at M=300; K=11008 is 86 blocks in 4 splits, K=3072 48 blocks of 64)."""
+    import torch
+
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import _rsmma_call
+
+    a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=13)
+    outs = {True: [], False: []}
+    for _ in range(5):
+        for staged in (True, False):
+            out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+            kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
+            assert meta["STAGED_SPLIT"] and meta["MAX_PARTS"] == meta["SPLIT_K"] > 1
+            kernel[grid](*args, **(meta | {"STAGED_SPLIT": staged}))
+            outs[staged].append(out)
+    assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
+    assert relative_error(outs[True][0], ref) < 2e-3
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", 5, 4096, 1032),
                                                  ("rsmma.bm16.bn64.bk128.sk4.w4.s8.c3.skew2", 16, 11008, 1000),
                                                  ("rsmma.bm32.bn64.bk128.sk2.w4.s6.skew3", 40, 4096, 520)])

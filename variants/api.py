@@ -162,7 +162,7 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     CTAs (CTAS an SM); where tiles are split its workspace holds an fp32 [BN, BM] slot per part of each.
     The weights may be in either layout (their widths tell which: ``layout_of``)."""
     from . import rsmma
-    from .rsmma_launch import launch_registers, scale_after
+    from .rsmma_launch import launch_registers, scale_after, staged_split
 
     M, K = a.shape
     N = scales.shape[1]
@@ -176,7 +176,9 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
                        cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS, STAGED_C=True,
-                SKEW=p["SKEW"], OWNER_FIRST=p["SKEW"] > 0, num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
+                SKEW=p["SKEW"], OWNER_FIRST=p["SKEW"] > 0,
+                STAGED_SPLIT=staged_split(bn, bk, p["num_stages"], split_k), num_warps=warps,
+                maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
     return rsmma.rsmma_kernel, grid, args, meta
 

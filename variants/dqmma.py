@@ -171,7 +171,9 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
         parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
     elif SKEW > 0:  # rsmma's skewed splits: all SPLIT_K non-empty
         rank = gl.program_id(1)
-        parts = SPLIT_K
+        # SPLIT_K (blocks >= 2 SPLIT_K there) as a runtime value: as a constant it left store_tile a dead
+        # branch that Triton 3.6 failed to lower (an LLVM assertion)
+        parts = gl.minimum(blocks, SPLIT_K)
     else:  # split-K: the non-empty splits
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         rank = gl.program_id(1)
@@ -206,9 +208,7 @@ def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, w
     fp16 straight to C when one CTA computed all of it, else the deterministic reduction: each of the
     ``parts`` contributors stores its fp32 partial in the tile's workspace slot of its ``rank`` (MAX_PARTS
     slots a tile, tile-local offsets: no mask needed), and the last to arrive sums the slots in rank order
-    and re-arms the tile's counter. OWNER_FIRST: rank 0 first reads the counter, and if every other part
-    is in (rsmma's skewed splits end the others early) sums their slots with its own partial from
-    registers, in the same order (the same bits), with no store, fence or second count of its own."""
+    and re-arms the tile's counter (OWNER_FIRST: ``split_arrive``)."""
     ROWS: gl.constexpr = acc.type.shape[0]
     COLS: gl.constexpr = acc.type.shape[1]
     SIZE: gl.constexpr = ROWS * COLS
@@ -220,45 +220,63 @@ def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, w
     else:
         row = gl.expand_dims(row0 + rows, 1)
     col = gl.expand_dims(col0 + cols, 0)
-    mask = (row < n_rows) & (col < n_cols)
-    c_ptrs = c_ptr + row * stride_row + col * stride_col
-    slot = gl.expand_dims(rows, 1) * COLS + gl.expand_dims(cols, 0)
+    # C's and the slots' addresses are formed where they are stored or read, from these row and column
+    # vectors: a 2-D tensor of 64-bit pointers held across the reduction's atomic is two registers a value,
+    # which spilled at 128- and 256-token tiles (NOTES.md row 82)
     if MAX_PARTS == 1:  # no tile is split (ws_ptr and lock_ptr are placeholders)
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+        _store_c(acc, c_ptr, row, col, n_rows, n_cols, stride_row, stride_col)
     elif parts == 1:
-        gl.store(c_ptrs, acc.to(gl.float16), mask=mask)
+        _store_c(acc, c_ptr, row, col, n_rows, n_cols, stride_row, stride_col)
     else:
-        ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE) + slot
-        if OWNER_FIRST:
-            others_in = 0
-            if rank == 0:  # the owner: the others' partials may all be in
-                others_in = gl.atomic_add(lock_ptr + tile, 0, sem="acquire")
-            if others_in == parts - 1:  # rank 0, and the others all in (parts >= 2)
-                total = gl.zeros([ROWS, COLS], gl.float32, LAYOUT) + acc  # slot 0's term, as the sum below
+        ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)  # a scalar: the slot offsets are added at each access
+        if split_arrive(acc, ws_tile, lock_ptr + tile, rank, parts, OWNER_FIRST):
+            slot = slot_offsets(acc)
+            if rank == 0:  # its own partial is the sum's first term: from registers
+                total = gl.zeros_like(acc) + acc
                 for r in range(1, parts):
-                    total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
-                gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-                gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
+                    total += gl.load(ws_tile + r * SIZE + slot, cache_modifier=".cg")
             else:
-                _reduce_last(acc, c_ptrs, mask, ws_tile, lock_ptr + tile, rank, parts)
-        else:
-            _reduce_last(acc, c_ptrs, mask, ws_tile, lock_ptr + tile, rank, parts)
+                total = gl.zeros_like(acc)
+                for r in range(parts):
+                    total += gl.load(ws_tile + r * SIZE + slot, cache_modifier=".cg")
+            _store_c(total, c_ptr, row, col, n_rows, n_cols, stride_row, stride_col)
+            gl.atomic_xchg(lock_ptr + tile, 0, sem="relaxed")
 
 
 @gluon.jit
-def _reduce_last(acc, c_ptrs, mask, ws_tile, lock, rank, parts):
-    """``store_tile``'s reduction: this part's fp32 partial into its slot, counted; the last of the
-    ``parts`` to arrive sums the slots in rank order into C and re-arms the counter."""
+def _store_c(values, c_ptr, row, col, n_rows, n_cols, stride_row, stride_col):
+    """``values`` (fp32) into C as fp16 at rows ``row`` and columns ``col`` (broadcast), the rest masked."""
+    gl.store(c_ptr + row * stride_row + col * stride_col, values.to(gl.float16), mask=(row < n_rows) & (col < n_cols))
+
+
+@gluon.jit
+def slot_offsets(acc):
+    """Where each value of ``acc`` [R, C] lies in its fp32 workspace slot (row-major, acc's row order)."""
+    LAYOUT: gl.constexpr = acc.type.layout
+    rows = gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, LAYOUT))
+    cols = gl.arange(0, acc.type.shape[1], layout=gl.SliceLayout(0, LAYOUT))
+    return gl.expand_dims(rows, 1) * acc.type.shape[1] + gl.expand_dims(cols, 0)
+
+
+@gluon.jit
+def split_arrive(acc, ws_tile, lock, rank, parts, OWNER_FIRST: gl.constexpr):
+    """Whether this part of a split tile sums it (also rsmma's): it stores its fp32 partial in the tile's
+    slot of its ``rank`` and counts, and the last of the ``parts`` to arrive sums the slots in rank order.
+    OWNER_FIRST: rank 0 first reads the counter, and if every other part is in (rsmma's skewed splits end
+    the others early) it sums, with no store, fence or count of its own (adding its partial from registers
+    in the same order: the same bits)."""
     SIZE: gl.constexpr = acc.type.shape[0] * acc.type.shape[1]
-    gl.store(ws_tile + rank * SIZE, acc)
-    gl.thread_barrier()  # every thread's partial is written before the release below
-    arrived = gl.atomic_add(lock, 1, sem="acq_rel")
-    if arrived == parts - 1:
-        total = gl.zeros_like(acc)
-        for r in range(parts):
-            total += gl.load(ws_tile + r * SIZE, cache_modifier=".cg")
-        gl.store(c_ptrs, total.to(gl.float16), mask=mask)
-        gl.atomic_xchg(lock, 0, sem="relaxed")
+    sums = False
+    if OWNER_FIRST:
+        others_in = 0
+        if rank == 0:  # the owner: the others' partials may all be in
+            others_in = gl.atomic_add(lock, 0, sem="acquire")
+        sums = others_in == parts - 1
+    if not sums:
+        gl.store(ws_tile + rank * SIZE + slot_offsets(acc), acc)
+        gl.thread_barrier()  # every thread's partial is written before the release below
+        sums = gl.atomic_add(lock, 1, sem="acq_rel") == parts - 1
+    return sums
 
 
 @gluon.jit

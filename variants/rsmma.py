@@ -33,7 +33,8 @@ fp16, then one rounding by the scale), or, for 8- to 32-token tiles with the reg
 (SCALE_AFTER, rsmma_launch.scale_after, NOTES.md rows 64 and 67), applied to each block's fp32 partial
 after its wgmma: BM/2 FFMA a block instead of 32 HMUL2.
 Split-K over whole blocks with the Triton families' deterministic reduction (fp32 partials in the tile's
-slot per split, summed in split order by the last to arrive), or stream-K (SPLIT_K=0, row 65): as many
+slot per split, summed in split order by the last to arrive, which reads them back through the drained
+ring by async copies where it holds an fp32 tile: STAGED_SPLIT, row 84), or stream-K (SPLIT_K=0, row 65): as many
 CTAs as run at once, each taking an equal run of all tiles' blocks across tile boundaries, its MMA
 warps writing each tile segment as it ends while the loader streams the next (dqmma's scheme, the same
 reduction). TMA zero-fills rows past M and N and needs A, packed and scales with unit column stride,
@@ -52,10 +53,11 @@ compiles it for sm_90 and checks its schedule, the GPU tests check its results.
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
-from .dqmma import _next_unit, _tile_epilogue, _unit, stream_k_segment, stream_k_segments
+from .dqmma import _next_unit, _tile_epilogue, _unit, split_arrive, stream_k_segment, stream_k_segments
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 # PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
@@ -328,7 +330,7 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
                  MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True, SKEW: gl.constexpr = 0,
-                 OWNER_FIRST: gl.constexpr = False):
+                 OWNER_FIRST: gl.constexpr = False, STAGED_SPLIT: gl.constexpr = False):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or BN/64 boxes [BK/32, 256] of frag32's;
     PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
@@ -338,7 +340,9 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     STAGED_C (one split): C's tile leaves through the drained ring in 16-byte rows (``_store_tile_staged``).
     SKEW > 0 (SPLIT_K > 1): split r >= 1 takes blocks // SPLIT_K - SKEW blocks, the last ones, and split 0
     the rest, so that the others end (and store their partials) before it; OWNER_FIRST: split 0 then sums
-    their partials with its own from registers when all are in (``dqmma.store_tile``)."""
+    their partials with its own from registers when all are in (``dqmma.store_tile``). STAGED_SPLIT (SPLIT_K
+    > 1, the ring holding an fp32 tile): the reduction's last part reads the others' partials through the
+    drained ring by async copies (``_reduce_staged``) and stores C as STAGED_C does."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     blocks = K // BK
@@ -383,10 +387,97 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     if SPLIT_K == 1 and STAGED_C and STAGES * BK >= BN:  # the whole tile here, the ring drained: staged
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
         _store_tile_staged(acc, a_smem, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, PAIRED_ROWS)
+    elif SPLIT_K > 1 and STAGED_SPLIT:  # the split reduction's reads through the drained ring
+        gl.static_assert(STAGES * BK >= 2 * BN, "the ring holds one fp32 partial of the tile")
+        if n_units > 0:
+            pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
+            if SKEW > 0:  # every one of the SPLIT_K splits has blocks (SKEW leaves each at least one)
+                parts = gl.minimum(blocks, SPLIT_K)  # SPLIT_K as a runtime value (see dqmma._tile_epilogue)
+            else:  # the non-empty splits
+                per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+                parts = (blocks + per_split - 1) // per_split
+            _reduce_staged(acc, a_smem, c_ptr, ws_ptr, lock_ptr, u0 // blocks, gl.program_id(1), parts,
+                           pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     elif SPLIT_K != 0:
         if n_units > 0:  # C^T's tile [BN, BM] into C [M, N]
             _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
                            tiles_n, units, ctas, SPLIT_K, MAX_PARTS, True, PAIRED_ROWS, SKEW, OWNER_FIRST)
+
+
+@triton.constexpr_function
+def _copy_layout(rows, cols, warps):
+    """[rows, cols] fp32 spread 4 contiguous a thread (16-byte async copies), a row's threads neighbours."""
+    across = min(32, cols // 4)
+    return gl.BlockedLayout([1, 4], [32 // across, across], [warps, 1], [1, 0])
+
+
+@triton.constexpr_function
+def _partials_layout(cols):
+    """Shared memory for fp32 partials [slots x BN, BM] (rows of BM): 16-byte units swizzled across 8 rows, so
+    that the accumulator's 8-byte pieces of 8 rows read back from different banks."""
+    return gl.SwizzledSharedLayout(vec=4, per_phase=1, max_phase=min(8, cols // 4), order=[1, 0])
+
+
+@gluon.jit
+def _add_slots(total, slots, ws_tile, parts, FIRST: gl.constexpr, MAX_PARTS: gl.constexpr):
+    """total + the tile's slots FIRST .. parts - 1 in rank order, brought into ``slots`` (the ring, room for
+    GROUP partials) by async copies, GROUP at a time. A slot past ``parts`` is not read and adds +0.0,
+    which changes nothing (the sum is never -0.0: it starts at +0.0)."""
+    BN: gl.constexpr = total.type.shape[0]
+    BM: gl.constexpr = total.type.shape[1]
+    SIZE: gl.constexpr = BN * BM
+    WARPS: gl.constexpr = BN // 16
+    GROUP: gl.constexpr = slots.type.shape[0] // BN
+    # a copy instruction's rows at a time: 4 copies a thread, so that their addresses stay few
+    CHUNK: gl.constexpr = min(BN, 16 * 32 * WARPS // BM)
+    COPY: gl.constexpr = _copy_layout(CHUNK, BM, WARPS)
+    crow = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, COPY))
+    ccol = gl.arange(0, BM, layout=gl.SliceLayout(0, COPY))
+    chunk = gl.expand_dims(crow, 1) * BM + gl.expand_dims(ccol, 0)
+    for first in gl.static_range(FIRST, MAX_PARTS, GROUP):
+        for j in gl.static_range(GROUP):
+            if first + j < MAX_PARTS:
+                for c in gl.static_range(BN // CHUNK):
+                    async_copy.async_copy_global_to_shared(
+                        slots.slice(j * BN + c * CHUNK, CHUNK), ws_tile + (first + j) * SIZE + c * CHUNK * BM + chunk,
+                        mask=first + j < parts, cache_modifier=".cg")
+        async_copy.commit_group()
+        async_copy.wait_group(0)
+        gl.thread_barrier()  # every thread's copies have landed
+        for j in gl.static_range(GROUP):
+            if first + j < MAX_PARTS:
+                total += slots.slice(j * BN, BN).load(total.type.layout)
+        gl.thread_barrier()  # read before the next pass (or C's staging) writes over them
+    return total
+
+
+@gluon.jit
+def _reduce_staged(acc, ring, c_ptr, ws_ptr, lock_ptr, tile, rank, parts, row0, col0, M, N, stride_cm, stride_cn,
+                   MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr, OWNER_FIRST: gl.constexpr):
+    """``dqmma.store_tile``'s split reduction for C^T's tile acc [BN, BM] with the ring drained: the part
+    that sums (``dqmma.split_arrive``: the last to arrive, or with OWNER_FIRST rank 0 when it finds the
+    others all in) adds the slots in rank order, rank 0's own term from registers, and stores C through
+    the ring (``_store_tile_staged``). The sum's order and terms are the register reduction's, so the bits
+    are the same. What differs is how the slots come back: async copies 16 bytes a thread into the ring,
+    a group of slots in flight at once, instead of loads into the accumulator's layout, of which a thread
+    holds only a few in flight (NOTES.md row 80 (b): 128 KB partials of 256 x 128 tiles read at ~10 GB/s
+    an SM); row 84: 11-31% faster at 256 x 128, 0.5-4% at 7 of the 8 M <= 64 split
+    picks timed."""
+    BN: gl.constexpr = acc.type.shape[0]
+    BM: gl.constexpr = acc.type.shape[1]
+    SIZE: gl.constexpr = BN * BM
+    RING_FLOATS: gl.constexpr = ring.type.shape[0] * ring.type.shape[1] * ring.type.shape[2] // 2
+    GROUP: gl.constexpr = min(MAX_PARTS, RING_FLOATS // SIZE)  # slots a pass brings in
+    slots = ring._reinterpret(gl.float32, [GROUP * BN, BM], _partials_layout(BM))  # slot j: rows j BN ..
+    lock = lock_ptr + tile
+    ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)  # a scalar: offsets are added where used (row 82's spills)
+    if split_arrive(acc, ws_tile, lock, rank, parts, OWNER_FIRST):
+        if rank == 0:  # its own partial is the sum's first term: added from registers, in place
+            total = _add_slots(gl.zeros_like(acc) + acc, slots, ws_tile, parts, 1, MAX_PARTS)
+        else:  # its own slot read back with the others (keeping acc beside the sum would spill at 256 x 128)
+            total = _add_slots(gl.zeros_like(acc), slots, ws_tile, parts, 0, MAX_PARTS)
+        _store_tile_staged(total, ring, c_ptr, row0, col0, M, N, stride_cm, stride_cn, PAIRED_ROWS)
+        gl.atomic_xchg(lock, 0, sem="relaxed")
 
 
 @gluon.jit

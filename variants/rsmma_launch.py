@@ -24,14 +24,15 @@ def launch_registers(num_warps: int, ctas: int = 1) -> int:
 # The fewest registers a thread (a multiple of 8) with which the MMA warps of (BN, BM, BK) compile when they
 # scale each block's fp32 partial after its wgmma instead of its fragment before: for 16 and 32 tokens 8
 # more than the scaled fragment needs (rsmma_registers.MMA_REGISTERS), for the two partials in flight (16
-# more at (64, 32, 64) and (128, 32, 128): 8 more left 8 bytes spilled to the stack, which the check missed
-# before row 82); for 8 as many but at (128, 8, 128). Found offline for sm_90 (tests/test_experiments.py
-# checks each, and that 8 fewer fail). Only token tiles of 8 to 32: there a partial is 2 to 8 registers
+# more at (128, 32, 128), whose split reduction then reads its partials back through the ring, row 84; the
+# split epilogue's addresses are formed where used since row 84, and its former 2-D pointers spilled 8 bytes
+# at (64, 32, 64), row 82); for 8 as many but at (128, 8, 128). Found offline for sm_90
+# (tests/test_experiments.py checks each, and that 8 fewer fail). Only token tiles of 8 to 32: there a partial is 2 to 8 registers
 # and its FFMAs are fewer than the HMUL2s they replace (BM/2 against 32 a block). At 8 tokens it beat the
 # scaled fragment at every M <= 8 key timed (NOTES.md row 67: 4096x22016 M=1 18.50 vs 19.96 us, 11008x4096
 # M=8 12.30 vs 13.01).
 SCALE_AFTER_REGISTERS = {(64, 8, 64): 48, (64, 8, 128): 64, (128, 8, 64): 56, (128, 8, 128): 80,
-                         (64, 16, 64): 56, (64, 16, 128): 72, (64, 32, 64): 72, (64, 32, 128): 80,
+                         (64, 16, 64): 56, (64, 16, 128): 72, (64, 32, 64): 64, (64, 32, 128): 80,
                          (128, 16, 64): 64, (128, 16, 128): 88, (128, 32, 64): 72, (128, 32, 128): 104}
 
 
@@ -41,3 +42,11 @@ def scale_after(BN: int, BM: int, BK: int, registers: int) -> bool:
     registers for it (NOTES.md row 64)."""
     need = SCALE_AFTER_REGISTERS.get((BN, BM, BK))
     return need is not None and registers >= need
+
+
+def staged_split(BN: int, BK: int, stages: int, split_k: int) -> bool:
+    """Whether a launch's split reduction reads the partials back through the drained ring (rsmma's
+    STAGED_SPLIT): wherever tiles are split and the ring of ``stages`` A slots [BM, BK] fp16 holds an fp32
+    partial [BN, BM]. On the H200 it beat the reads into the accumulator's registers at 7 of 8 M <= 64
+    split picks (0.5-4%) and at every 256 x 128 split tile (11-31%; NOTES.md row 84)."""
+    return split_k > 1 and stages * BK >= 2 * BN

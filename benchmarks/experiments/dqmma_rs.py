@@ -155,18 +155,21 @@ def family_launch(variant, **meta_overrides):
 
 
 def family_schedule(variant_id: str) -> dict:
-    """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, with its shared loads by width."""
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, with its shared loads by width
+    (the split reduction's read-back of the partials apart: ``readback_loads``)."""
+    from benchmarks.sass_stats import before_split_readback, disassemble, resources, split_readback_loads, wgmma_waits
 
     compiled = compile_family_offline(variant_id)
     sass = disassemble(compiled)
+    loads = before_split_readback(sass)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
     return dict(wgmma=len(hgmma), register_a=sum("gdesc" not in r.split(",")[1] for r in hgmma),
                 waits=wgmma_waits(sass),
                 tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
                 fp16_multiplies=sum(op.startswith("HMUL2") for _, op, _ in sass),
-                shared_loads={op: sum(o == op for _, o, _ in sass) for op in sorted({o for _, o, _ in sass
-                                                                                    if o.startswith("LDS")})},
+                shared_loads={op: sum(o == op for _, o, _ in loads) for op in sorted({o for _, o, _ in loads
+                                                                                     if o.startswith("LDS")})},
+                readback_loads=split_readback_loads(sass),
                 shared=compiled.metadata.shared, **resources(compiled))
 
 

@@ -40,19 +40,20 @@ def schedule(variant_id: str) -> dict:
     """Offline (sm_90), the family's kernel of ``variant_id`` on each layout: wgmma waits, registers, spills,
     and the unpack's instructions by opcode (the whole kernel's: its loop is three copies, two blocks a
     trip and the odd tail, so a block's count is about a third). LDS counts the loop's shared loads; the
-    one-split epilogue's read-back of C's staged tile is ``staged_loads`` (``sass_stats.staged_epilogue_loads``),
-    beside its 16-byte global stores ``staged_stores``."""
+    epilogue's read-back of C's staged tile is ``staged_loads`` (``sass_stats.staged_epilogue_loads``), beside
+    its 16-byte global stores ``staged_stores``, and a split reduction's read-back of the partials through
+    the ring ``readback_loads`` (``sass_stats.split_readback_loads``)."""
     from benchmarks.experiments.dqmma_rs import compile_family_offline
-    from benchmarks.sass_stats import disassemble, resources, staged_epilogue_loads, wgmma_waits
+    from benchmarks.sass_stats import disassemble, resources, split_readback_loads, staged_epilogue_loads, wgmma_waits
 
     out = {}
     for layout in ("base", "frag32"):
         sass = disassemble(compiled := compile_family_offline(variant_id, layout=layout))
         ops = [op.split(".")[0] for _, op, _ in sass]
-        staged = staged_epilogue_loads(sass)
+        staged, readback = staged_epilogue_loads(sass), split_readback_loads(sass)
         out[layout] = dict(instructions=len(sass), waits=wgmma_waits(sass), wgmma=ops.count("HGMMA"),
                            **{op: ops.count(op) for op in ("PRMT", "LOP3", "SHF", "HADD2", "HMUL2")},
-                           LDS=ops.count("LDS") - staged, staged_loads=staged,
+                           LDS=ops.count("LDS") - staged - readback, staged_loads=staged, readback_loads=readback,
                            staged_stores=sum(op == "STG.E.128" for _, op, _ in sass), **resources(compiled))
     return out
 

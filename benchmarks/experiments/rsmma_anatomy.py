@@ -35,6 +35,8 @@ Each key's table pick is timed as launched, then the same launch without a part:
   others' slots in registers when they are in (row 79: the reduction cost 36 us at M=1024 4096x11008);
 - unstaged: a one-split launch with STAGED_C off, C's tile stored straight from the accumulator's layout
   (2 bytes a store) instead of through the drained ring in 16-byte rows (row 80);
+- register_split (a split launch): the split reduction's slots read back into the accumulator's registers
+  (dqmma.store_tile) instead of through the drained ring by async copies (STAGED_SPLIT, row 84);
 - bm8, ring_bm8 (M <= 8): the variant with token tiles of 8, so that A's TMA box has fewer rows past M
   (row 66: the TMA zero-fills them slowly), whole (checked) and as the ring alone; bm8_after: bm8 with
   each block's partial scaled after its wgmma (4 FFMA a block instead of 32 HMUL2; checked), whatever
@@ -88,14 +90,17 @@ def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, S
 
 def compile_mma_only(variant_id: str) -> dict:
     """The MMA-only form of ``variant_id`` compiled for sm_90 offline: its wgmma waits, registers, spills,
-    the loop's shared loads and, apart, the one-split epilogue's 16-byte read-back of C's staged tile."""
-    from benchmarks.sass_stats import disassemble, resources, staged_epilogue_loads, wgmma_waits
+    the loop's shared loads and, apart, the epilogue's 16-byte read-back of C's staged tile (the split
+    reduction's read-back of the partials left out)."""
+    from benchmarks.sass_stats import before_split_readback, disassemble, resources, staged_epilogue_loads, wgmma_waits
 
     compiled = compile_family_offline(variant_id, FRAGMENT=mma_only_fragment)
     sass = disassemble(compiled)
     staged = staged_epilogue_loads(sass)
+    loads = before_split_readback(sass)
     return dict(wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
-                shared_loads=sum(op.startswith("LDS") for _, op, _ in sass) - staged, staged_loads=staged,
+                shared_loads=sum(op.startswith("LDS") for _, op, _ in loads) - staged_epilogue_loads(loads),
+                staged_loads=staged,
                 **resources(compiled))
 
 
@@ -155,6 +160,7 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
                  ("stream_k_no_reduction", stream_k, {"MAX_PARTS": 1}),
                  ("ring_stream_k_no_reduction", stream_k, {"PARTS": A_COPY.value, "MAX_PARTS": 1}),
                  ("unstaged", variant, {"STAGED_C": False}),
+                 ("register_split", variant if split > 1 else None, {"STAGED_SPLIT": False}),
                  ("bm8", bm8, {}), ("ring_bm8", bm8, {"PARTS": A_COPY.value}),
                  ("bm8_after", bm8, {"SCALE_AFTER": True}))
         forms += tuple((name, variant if name in skews else None, skews.get(name, {}))
