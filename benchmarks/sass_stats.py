@@ -95,8 +95,9 @@ def before_split_readback(instrs) -> list:
 def split_readback_loads(instrs) -> int:
     """The shared loads of rsmma's split reduction's read-back of the partials (STAGED_SPLIT): those
     from its first async copy on, less the staged C tile's 16-byte ones, and the copies' fences."""
-    after = sum(op.startswith("LDS") and op != "LDS.128" for _, op, _ in instrs[_first_async_copy(instrs):])
-    return after + sum(_copy_fence(op, rest) for _, op, rest in instrs[:_first_async_copy(instrs)])
+    first = _first_async_copy(instrs)
+    after = sum(op.startswith("LDS") and op != "LDS.128" for _, op, _ in instrs[first:])
+    return after + sum(_copy_fence(op, rest) for _, op, rest in instrs[:first])
 
 
 def wgmma_waits(instrs) -> list[str]:

@@ -339,6 +339,26 @@ def _rsmma_operands(M: int, K: int, N: int, layout: str, seed: int):
     return a, packed if layout == "base" else to_layout(packed, layout), scales, ref
 
 
+def _rsmma_both_ways(variant_id: str, a, packed, scales, flag: str, launches: int = 1):
+    """C from rsmma's family launch of ``variant_id`` with its meta ``flag`` on (True) and off (False),
+    ``launches`` times each way in turn, each into a NaN-filled C (an unwritten value shows): the outputs
+    by setting, and the family launch's meta (for the caller to check what it set)."""
+    import torch
+
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import _rsmma_call
+
+    M, N = a.shape[0], scales.shape[1]
+    outs = {True: [], False: []}
+    for _ in range(launches):
+        for on in (True, False):
+            out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+            kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
+            kernel[grid](*args, **(meta | {flag: on}))
+            outs[on].append(out)
+    return outs, meta
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant_id", ["rsmma.bm256.bn128.bk64.sk1.w8.s3", "rsmma.bm128.bn64.bk128.sk1.w4.s5.c2",
                                         "rsmma.bm8.bn64.bk128.sk1.w4.s5.c3"])
@@ -349,20 +369,11 @@ def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
     in the last tiles (M=300, N=1032) and C's columns unpaired from rsmma's paired accumulator rows."""
     import torch
 
-    from tunesearch.variants import Variant
-    from tunesearch.variants.api import _rsmma_call
-
-    M, K, N = 300, 1024, 1032
-    a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=11)
-    outs = {}
-    for staged in (True, False):
-        out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-        kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
-        assert meta["STAGED_C"] and meta["MAX_PARTS"] == 1
-        kernel[grid](*args, **(meta | {"STAGED_C": staged}))
-        outs[staged] = out
-    assert torch.equal(outs[True], outs[False])
-    assert relative_error(outs[True], ref) < 2e-3
+    a, packed, scales, ref = _rsmma_operands(300, 1024, 1032, layout, seed=11)
+    outs, meta = _rsmma_both_ways(variant_id, a, packed, scales, "STAGED_C")
+    assert meta["STAGED_C"] and meta["MAX_PARTS"] == 1
+    assert torch.equal(outs[True][0], outs[False][0])
+    assert relative_error(outs[True][0], ref) < 2e-3
 
 
 @pytest.mark.gpu
@@ -379,18 +390,9 @@ def test_rsmma_split_reduction_through_the_ring_gives_the_same_bits(variant_id, 
     at M=300; K=11008 is 86 blocks in 4 splits, K=3072 48 blocks of 64)."""
     import torch
 
-    from tunesearch.variants import Variant
-    from tunesearch.variants.api import _rsmma_call
-
     a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=13)
-    outs = {True: [], False: []}
-    for _ in range(5):
-        for staged in (True, False):
-            out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-            kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
-            assert meta["STAGED_SPLIT"] and meta["MAX_PARTS"] == meta["SPLIT_K"] > 1
-            kernel[grid](*args, **(meta | {"STAGED_SPLIT": staged}))
-            outs[staged].append(out)
+    outs, meta = _rsmma_both_ways(variant_id, a, packed, scales, "STAGED_SPLIT", launches=5)
+    assert meta["STAGED_SPLIT"] and meta["MAX_PARTS"] == meta["SPLIT_K"] > 1
     assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
     assert relative_error(outs[True][0], ref) < 2e-3
 
@@ -407,17 +409,8 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
     either path may run), and right, with rows and columns past C's edge and K = 86 blocks in 4 splits."""
     import torch
 
-    from tunesearch.variants import Variant
-    from tunesearch.variants.api import _rsmma_call
-
     a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=12)
-    outs = {True: [], False: []}
-    for _ in range(5):
-        for owner_first in (True, False):
-            out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
-            kernel, grid, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
-            assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
-            kernel[grid](*args, **(meta | {"OWNER_FIRST": owner_first}))
-            outs[owner_first].append(out)
+    outs, meta = _rsmma_both_ways(variant_id, a, packed, scales, "OWNER_FIRST", launches=5)
+    assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
     assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
     assert relative_error(outs[True][0], ref) < 2e-3
