@@ -5,7 +5,7 @@
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
 # Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS, FAMILIES, LAYOUTS,
-# SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), TESTS=0 (no GPU tests, no host time; the new
+# SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), PLAN (several sweeps: below), TESTS=0 (no GPU tests, no host time; the new
 # table's dispatch tests still run unless AFTER=0). Source
 # benchmarks/device_setup.sh first.
 set -uo pipefail
@@ -34,10 +34,16 @@ if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0: a later call on the same tree skips t
   timeout 60 python benchmarks/host_time.py $OUT 1,16 2>&1 | tail -10
 fi
 
-step "sweep${MS:+ M=$MS}, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
-timeout $(( ${SWEEP_S:-200} + 30 )) tunesearch sweep --gpu 0 --shapes ${SHAPES:-llama-7b} ${MS:+--m $MS} \
-  ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials ${TRIALS:-30} \
-  --time-budget ${SWEEP_S:-200} --db $DB 2>&1 | grep -v "━" | tail -40
+# PLAN: sweeps one after another, each "MS/TRIALS/SECONDS[/SHAPES]" (e.g. "1,2,4/10/200 128,256/14/60"):
+# more trials where a target is close. Without it, one sweep of MS, TRIALS, SWEEP_S and SHAPES.
+PLAN=${PLAN:-"${MS:-}/${TRIALS:-30}/${SWEEP_S:-200}/${SHAPES:-llama-7b}"}
+for item in $PLAN; do
+  IFS=/ read -r ms trials secs shapes <<< "$item"
+  step "sweep${ms:+ M=$ms}, ${shapes:-llama-7b}, ${trials} trials, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
+  timeout $(( secs + 30 )) tunesearch sweep --gpu 0 --shapes ${shapes:-llama-7b} ${ms:+--m $ms} \
+    ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials $trials \
+    --time-budget $secs --db $DB 2>&1 | grep -v "━" | tail -40
+done
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
 python3 - <<'PY'

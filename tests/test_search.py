@@ -249,3 +249,37 @@ def test_a_trial_another_worker_took_and_finished_is_skipped(tmp_path):
     s.run(20, deadline=time.time() + 120)
     assert any(n % 3 == 0 for n in taken) and any(n % 3 == 1 for n in taken)
     assert len(m.calls) >= 10 and len(m.calls) == len(set(m.calls))  # it went on; nothing measured twice
+
+
+def test_the_next_larger_buckets_winners_are_timed_right_after_the_former_best(tmp_path):
+    """Any tile serves a smaller M no slower, so the next larger bucket's winner bounds a key's time; it
+    comes right after the key's best former winner, inside even a small budget's seed share (the _s38
+    re-sweep never timed M=64's pick at M=48, which then ran 6% slower than M=64 on 4096x11008)."""
+    from tunesearch.search import covering_winners, initial_queue, key_seeds
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    N, K = 11008, 4096
+    k48, k64 = (Key("synthetic", m, N, K, 128) for m in (48, 64))
+    spread = spread_variants(48, N, K, 128)
+    cover, former_best = spread[3], spread[1]
+    assert variant_error(cover, 64, N, K, 128) is None
+    at64 = KeySearch(store, Landscape(cover.id), k64, code="old", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    at64.enqueue([cover, spread[0]])
+    at64.run(4, deadline=time.time() + 120)
+    # another shape's M=64 winner is no bound for this one
+    other = KeySearch(store, Landscape(spread[5].id), Key("synthetic", 64, 4096, 4096, 128), code="old",
+                      gpu_id=1, sweep_id=None, versions={}, seed=0)
+    other.enqueue([spread[5]])
+    other.run(2, deadline=time.time() + 120)
+    old = KeySearch(store, Landscape(former_best.id), k48, code="old", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    old.enqueue([former_best] + spread[4:10])
+    old.run(8, deadline=time.time() + 120)
+    assert cover.id not in {t.variant_id for t in store.trials(k48)}
+
+    new = KeySearch(store, Landscape(former_best.id), k48, code="new", gpu_id=1, sweep_id=None, versions={}, seed=1)
+    assert covering_winners(store, k48, new.by_family, limit=1) == [cover]
+    assert covering_winners(store, k64, new.by_family) == []  # no larger bucket stored
+    seeds = key_seeds(store, k48, [48, 64], new)
+    assert seeds[:2] == [former_best, cover] and len(seeds) == len(set(seeds))
+    assert spread[5] not in seeds[:3]
+    assert initial_queue(seeds, spread, trials=10, space_size=len(new.space))[:2] == [former_best, cover]

@@ -438,6 +438,34 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
     return _distinct_variants((t.variant_id for t in sorted(twins, key=lambda t: t.us)), limit)
 
 
+def covering_winners(store: Store, key: Key, families, limit: int = 2) -> list[Variant]:
+    """The fastest variants stored at the next larger M of this key's shape, layout and GPU, of the
+    families searched here (``families``). Any tile serves a smaller M, and no slower with fewer rows to
+    compute, so that bucket's winners bound this one's time: the _s38 re-sweep, 10 trials a key, left
+    M=48 slower than M=64 on three shapes (4096x11008 18.3 against 17.2 us) without ever timing M=64's
+    pick there."""
+    larger = sorted({t.m for t in store.best_trials(key.gpu)
+                     if (t.n, t.k, t.group_size, t.layout) == (key.n, key.k, key.group_size, key.layout)
+                     and t.m > key.m})
+    if not larger:
+        return []
+    cover = Key(key.gpu, larger[0], key.n, key.k, key.group_size, key.layout)
+    timed = [t for t in store.trials(cover, status="ok") if t.family in families]
+    return _distinct_variants((t.variant_id for t in sorted(timed, key=lambda t: t.us)), limit)
+
+
+def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> list[Variant]:
+    """What a key's search times first, in order, those its space holds: the best former winner (a kernel
+    change is usually small), the next larger M's winners (they bound this key's time), the former
+    winner's twins along later parameters and the other former winners, the other layouts' winners, then
+    the neighbouring keys' winners. ``initial_queue`` cuts this to the seed share of the budget, so what
+    comes first is what a small budget still times."""
+    former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
+    seeds = (former[:1] + covering_winners(store, key, search.by_family) + former[1:]
+             + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets))
+    return [v for v in dict.fromkeys(seeds) if v in search.valid]
+
+
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
     shapes, this key on another GPU."""

@@ -10,8 +10,7 @@ from tunesearch.db import Key, Store
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
 from .search import (FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies, family_code,
-                     former_winners, initial_queue, key_space, later_parameter_twins, layout_twin_seeds,
-                     neighbour_seeds)
+                     initial_queue, key_seeds, key_space)
 
 log = logging.getLogger("tunesearch")
 
@@ -188,10 +187,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
-            search.enqueue(initial_queue(later_parameter_twins(former_winners(store, key, search.codes),
-                                                               search.space)
-                                         + layout_twin_seeds(store, key, search.by_family)
-                                         + neighbour_seeds(store, key, settings.ms),
+            search.enqueue(initial_queue(key_seeds(store, key, settings.ms, search),
                                          spread_variants(key.m, key.n, key.k, key.group_size, limits,
                                                          layout=key.layout),
                                          settings.trials, len(search.space)))
