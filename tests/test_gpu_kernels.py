@@ -380,14 +380,16 @@ def test_rsmma_staged_store_gives_the_same_bits(variant_id, layout):
 @pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm256.bn128.bk64.sk3.w8.s4", 300, 4096, 1032),
                                                  ("rsmma.bm8.bn64.bk128.sk4.w4.s6.c3", 5, 11008, 1000),
                                                  ("rsmma.bm64.bn64.bk128.sk2.w4.s8.skew3", 70, 4096, 520),
-                                                 ("rsmma.bm128.bn64.bk64.sk4.w4.s4", 130, 3072, 264)])
+                                                 ("rsmma.bm128.bn64.bk64.sk4.w4.s4", 130, 3072, 264),
+                                                 ("rsmma.bm16.bn64.bk128.sk4.w4.s3", 16, 4096, 200)])
 @pytest.mark.parametrize("layout", ["base", "frag32"])
 def test_rsmma_split_reduction_through_the_ring_gives_the_same_bits(variant_id, M, K, N, layout):
     """Split tiles whose last part reads the others' fp32 partials back through the drained ring by async
     copies and stores C staged (STAGED_SPLIT, the family's launch) against the same splits reduced in the
     accumulator's registers: the same bits, launch after launch (any part may end last, and with a skew
     the first may sum), and right, with rows and columns past C's edge (a second token tile of 44 rows
-    at M=300; K=11008 is 86 blocks in 4 splits, K=3072 48 blocks of 64)."""
+    at M=300; K=11008 is 86 blocks in 4 splits, K=3072 48 blocks of 64; a ring of three partials with
+    four splits brings two a pass, NOTES.md row 84)."""
     import torch
 
     a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=13)

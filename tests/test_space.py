@@ -315,31 +315,6 @@ def test_rsmma_ctas_are_pruned_where_they_cannot_share_an_sm():
         assert p["CTAS"] <= rsmma_ctas_fit(p["BM"], p["BN"], p["BK"], p["num_stages"], hopper)
 
 
-def test_rsmma_split_launches_whose_ring_holds_three_partials_are_rejected_clearly():
-    # The split reduction through the ring brings min(SPLIT_K, partials the ring holds) slots back a pass
-    # as one shared-memory view, which Triton needs a power of two for: 3 aborted its compiler (NOTES.md
-    # row 84). The space says so instead, and matmul's check with it; the launch itself refuses too.
-    import torch
-
-    from tunesearch.variants import DeviceLimits
-    from tunesearch.variants.api import _rsmma_call
-
-    hopper = DeviceLimits(gluon=True)
-    for three in ("rsmma.bm16.bn64.bk128.sk4.w4.s3", "rsmma.bm16.bn64.bk64.sk4.w4.s6",
-                  "rsmma.bm16.bn128.bk128.sk4.w8.s6"):
-        assert "power of two" in variant_error(Variant.from_id(three), 16, 4096, 4096, 128, hopper)
-        two_splits = Variant.from_id(three.replace(".sk4.", ".sk2."))  # a pass of 2: fine
-        assert variant_error(two_splits, 16, 4096, 4096, 128, hopper) is None
-    assert variant_error(Variant.from_id("rsmma.bm16.bn64.bk128.sk4.w4.s4"), 16, 4096, 4096, 128, hopper) is None
-    assert not any(v.family == "rsmma" and v["SPLIT_K"] == 4 and v["num_stages"] * v["BK"] == 3 * 2 * v["BN"]
-                   for v in variant_space(16, 4096, 4096, 128, hopper))
-    a = torch.empty(16, 4096, dtype=torch.float16)
-    packed, scales = torch.empty(512, 4096, dtype=torch.int32), torch.empty(32, 4096, dtype=torch.float16)
-    with pytest.raises(ValueError, match="power of two"):
-        _rsmma_call(Variant.from_id("rsmma.bm16.bn64.bk128.sk4.w4.s3").params, a, packed, scales,
-                    torch.empty(16, 4096, dtype=torch.float16), 128)
-
-
 def test_dqmma_w_buffers_are_the_kernels():
     # space counts dqmma's shared memory without importing the Gluon module: the two constants agree
     from tunesearch.variants import dqmma

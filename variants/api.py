@@ -13,7 +13,7 @@ from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize, layout_of
 from .swapab import swapab_kernel
 from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, gluon_grid,
-                    interpreting, staged_slots_error, variant_error)
+                    interpreting, variant_error)
 
 # Split-K arrival counters, per device and stream. Each launch leaves them at zero (the last split
 # re-arms its tile's counter), so one zeroed buffer serves every launch of a stream, whose kernels run
@@ -167,9 +167,6 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     M, K = a.shape
     N = scales.shape[1]
     bm, bn, bk, split_k, warps = p["BM"], p["BN"], p["BK"], p["SPLIT_K"], p["num_warps"]
-    reason = staged_slots_error(bn, bk, p["num_stages"], split_k)
-    if reason:  # matmul has said so already; make_launcher is given what it is given (Triton would abort)
-        raise ValueError(f"rsmma cannot launch {p}: {reason}")
     grid, parts = gluon_grid(M, N, K, bm, bn, bk, split_k, p["CTAS"] * _sm_count(a.device))
     if layout_of(packed, scales) == "frag32":
         fragment, words = rsmma.frag32_fragment, rsmma.frag32_word_layout

@@ -169,21 +169,29 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
         first = _first_cta(tile * blocks, units, ctas)
         rank = gl.program_id(0) - first
         parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
-    elif SKEW > 0:  # rsmma's skewed splits: all SPLIT_K non-empty
+    else:
         rank = gl.program_id(1)
-        # SPLIT_K (blocks >= 2 SPLIT_K there) as a runtime value: as a constant it left store_tile a dead
-        # branch that Triton 3.6 failed to lower (an LLVM assertion)
-        parts = gl.minimum(blocks, SPLIT_K)
-    else:  # split-K: the non-empty splits
-        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
-        rank = gl.program_id(1)
-        parts = (blocks + per_split - 1) // per_split
+        parts = split_parts(blocks, SPLIT_K, SKEW)
     if TRANSPOSED:
         store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, tile, rank,
                    parts, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     else:
         store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank,
                    parts, MAX_PARTS, False, OWNER_FIRST)
+
+
+@gluon.jit
+def split_parts(blocks, SPLIT_K: gl.constexpr, SKEW: gl.constexpr):
+    """How many of a tile's SPLIT_K splits have blocks: all of them with rsmma's skew (SKEW > 0 leaves
+    each at least one), else those the even division of the tile's ``blocks`` reaches."""
+    if SKEW > 0:
+        # SPLIT_K (blocks >= 2 SPLIT_K there) as a runtime value: as a constant it left store_tile a dead
+        # branch that Triton 3.6 failed to lower (an LLVM assertion)
+        parts = gl.minimum(blocks, SPLIT_K)
+    else:
+        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+        parts = (blocks + per_split - 1) // per_split
+    return parts
 
 
 @gluon.jit

@@ -57,7 +57,8 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
-from .dqmma import _next_unit, _tile_epilogue, _unit, split_arrive, stream_k_segment, stream_k_segments
+from .dqmma import (_next_unit, _tile_epilogue, _unit, split_arrive, split_parts, stream_k_segment,
+                    stream_k_segments)
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 # PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
@@ -360,7 +361,8 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         first_block = (rank > 0) * (owner + (rank - 1) * helper)
         u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
         n_units = owner + (rank > 0) * (helper - owner)
-    else:  # one tile per CTA, its blocks split SPLIT_K ways (an empty split adds nothing: the reduction counts the others)
+    else:  # one tile per CTA, its blocks split SPLIT_K ways (an empty split adds nothing: the reduction
+        # counts the others)
         ctas = 1
         per_split = (blocks + SPLIT_K - 1) // SPLIT_K
         first_block = gl.program_id(1) * per_split
@@ -391,11 +393,7 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         gl.static_assert(STAGES * BK >= 2 * BN, "the ring holds one fp32 partial of the tile")
         if n_units > 0:
             pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
-            if SKEW > 0:  # every one of the SPLIT_K splits has blocks (SKEW leaves each at least one)
-                parts = gl.minimum(blocks, SPLIT_K)  # SPLIT_K as a runtime value (see dqmma._tile_epilogue)
-            else:  # the non-empty splits
-                per_split = (blocks + SPLIT_K - 1) // SPLIT_K
-                parts = (blocks + per_split - 1) // per_split
+            parts = split_parts(blocks, SPLIT_K, SKEW)
             _reduce_staged(acc, a_smem, c_ptr, ws_ptr, lock_ptr, u0 // blocks, gl.program_id(1), parts,
                            pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     elif SPLIT_K != 0:
@@ -409,6 +407,14 @@ def _copy_layout(rows, cols, warps):
     """[rows, cols] fp32 spread 4 contiguous a thread (16-byte async copies), a row's threads neighbours."""
     across = min(32, cols // 4)
     return gl.BlockedLayout([1, 4], [32 // across, across], [warps, 1], [1, 0])
+
+
+@triton.constexpr_function
+def _pass_slots(parts, fit):
+    """The slots a pass of the split reduction brings into the ring: as many of the ``parts`` as ``fit``,
+    rounded down to a power of two (one shared-memory view of them; Triton's layouts need one)."""
+    n = min(parts, fit)
+    return 1 << (n.bit_length() - 1)
 
 
 @triton.constexpr_function
@@ -461,13 +467,12 @@ def _reduce_staged(acc, ring, c_ptr, ws_ptr, lock_ptr, tile, rank, parts, row0, 
     are the same. What differs is how the slots come back: async copies 16 bytes a thread into the ring,
     a group of slots in flight at once, instead of loads into the accumulator's layout, of which a thread
     holds only a few in flight (NOTES.md row 80 (b): 128 KB partials of 256 x 128 tiles read at ~10 GB/s
-    an SM); row 84: 11-31% faster at 256 x 128, 0.5-4% at 7 of the 8 M <= 64 split
-    picks timed."""
+    an SM); row 84: 11-31% faster at 256 x 128, 0.5-4% at 7 of the 8 M <= 64 split picks timed."""
     BN: gl.constexpr = acc.type.shape[0]
     BM: gl.constexpr = acc.type.shape[1]
     SIZE: gl.constexpr = BN * BM
     RING_FLOATS: gl.constexpr = ring.type.shape[0] * ring.type.shape[1] * ring.type.shape[2] // 2
-    GROUP: gl.constexpr = min(MAX_PARTS, RING_FLOATS // SIZE)  # slots a pass brings in
+    GROUP: gl.constexpr = _pass_slots(MAX_PARTS, RING_FLOATS // SIZE)  # slots a pass brings in
     slots = ring._reinterpret(gl.float32, [GROUP * BN, BM], _partials_layout(BM))  # slot j: rows j BN ..
     lock = lock_ptr + tile
     ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)  # a scalar: offsets are added where used (row 82's spills)

@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from .rsmma_launch import staged_split
 from .rsmma_registers import registers_error
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
@@ -414,26 +413,9 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
         return (f"SKEW={p['SKEW']} leaves the other splits no block of their {K // bk // p['SPLIT_K']} "
                 f"(K={K}, BK={bk}, SPLIT_K={p['SPLIT_K']})")
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
-            or staged_slots_error(bn, bk, stages, p["SPLIT_K"])
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
                                 cdiv(M, bm) * bm, cdiv(N, bn) * bn))
-
-
-def staged_slots_error(BN: int, BK: int, stages: int, split_k: int) -> str | None:
-    """Why rsmma's split reduction through the ring (rsmma_launch.staged_split) cannot take this launch:
-    it brings min(SPLIT_K, the fp32 partials the ring holds) slots back a pass, as one shared-memory view,
-    and Triton's layouts need a power of two there. A ring of three partials with four splits (BN=64 at
-    3 x 128 or 6 x 64 stages x BK, BN=128 at 6 x 128) aborts Triton's compiler (NOTES.md row 84). A rule
-    here, not a change to the kernel, which would re-hash it: the kernel's next change rounds the count
-    down to a power of two instead."""
-    if not staged_split(BN, BK, stages, split_k):
-        return None
-    slots = min(split_k, stages * BK // (2 * BN))
-    if slots & (slots - 1):
-        return (f"the staged split reduction would bring {slots} partials a pass ({stages} stages x BK={BK} "
-                f"hold {stages * BK // (2 * BN)} fp32 tiles of BN={BN}, SPLIT_K={split_k}): it needs a power of two")
-    return None
 
 
 def chunk_columns(params, N: int, K: int) -> int:
