@@ -252,9 +252,9 @@ def test_a_trial_another_worker_took_and_finished_is_skipped(tmp_path):
 
 
 def test_the_next_larger_buckets_winners_are_timed_right_after_the_former_best(tmp_path):
-    """Any tile serves a smaller M no slower, so the next larger bucket's winner bounds a key's time; it
+    """Any tile serves a smaller M, so the next larger bucket's winner is a strong candidate for a key; it
     comes right after the key's best former winner, inside even a small budget's seed share (the _s38
-    re-sweep never timed M=64's pick at M=48, which then ran 6% slower than M=64 on 4096x11008)."""
+    re-sweep never timed M=64's pick at M=48, whose own pick then ran 6% slower than M=64's)."""
     from tunesearch.search import covering_winners, initial_queue, key_seeds
 
     store = Store(f"sqlite:///{tmp_path}/s.db")

@@ -440,10 +440,10 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
 
 def covering_winners(store: Store, key: Key, families, limit: int = 2) -> list[Variant]:
     """The fastest variants stored at the next larger M of this key's shape, layout and GPU, of the
-    families searched here (``families``). Any tile serves a smaller M, and no slower with fewer rows to
-    compute, so that bucket's winners bound this one's time: the _s38 re-sweep, 10 trials a key, left
-    M=48 slower than M=64 on three shapes (4096x11008 18.3 against 17.2 us) without ever timing M=64's
-    pick there."""
+    families searched here (``families``). Any tile serves a smaller M, so that bucket's winners are
+    strong candidates here: the _s38 re-sweep, 10 trials a key, left M=48 slower than M=64 on three shapes
+    (4096x11008 18.3 against 17.2 us) without ever timing M=64's pick there. Not a bound, though: timed at
+    M=48 in _s39 that pick took 20.2 us, since a token tile's rows past M cost time (NOTES.md row 85)."""
     larger = sorted({t.m for t in store.best_trials(key.gpu)
                      if (t.n, t.k, t.group_size, t.layout) == (key.n, key.k, key.group_size, key.layout)
                      and t.m > key.m})
@@ -456,7 +456,7 @@ def covering_winners(store: Store, key: Key, families, limit: int = 2) -> list[V
 
 def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> list[Variant]:
     """What a key's search times first, in order, those its space holds: the best former winner (a kernel
-    change is usually small), the next larger M's winners (they bound this key's time), the former
+    change is usually small), the next larger M's winners (``covering_winners``), the former
     winner's twins along later parameters and the other former winners, the other layouts' winners, then
     the neighbouring keys' winners. ``initial_queue`` cuts this to the seed share of the budget, so what
     comes first is what a small budget still times."""
