@@ -438,15 +438,16 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
     return _distinct_variants((t.variant_id for t in sorted(twins, key=lambda t: t.us)), limit)
 
 
-def covering_winners(store: Store, key: Key, families, limit: int = 2) -> list[Variant]:
+def covering_winners(store: Store, key: Key, families, limit: int = 2, best=None) -> list[Variant]:
     """The fastest variants stored at the next larger M of this key's shape, layout and GPU, of the
     families searched here (``families``). Any tile serves a smaller M, so that bucket's winners are
     strong candidates here: the _s38 re-sweep, 10 trials a key, left M=48 slower than M=64 on three shapes
     (4096x11008 18.3 against 17.2 us) without ever timing M=64's pick there. Not a bound, though: timed at
-    M=48 in _s39 that pick took 20.2 us, since a token tile's rows past M cost time (NOTES.md row 85)."""
-    larger = sorted({t.m for t in store.best_trials(key.gpu)
-                     if (t.n, t.k, t.group_size, t.layout) == (key.n, key.k, key.group_size, key.layout)
-                     and t.m > key.m})
+    M=48 in _s39 that pick took 20.2 us, since a token tile's rows past M cost time (NOTES.md row 85).
+    ``best``: the store's ``best_trials()``, where the caller has it already (a scan of every trial)."""
+    larger = sorted({t.m for t in (store.best_trials() if best is None else best)
+                     if (t.gpu_name, t.n, t.k, t.group_size, t.layout)
+                     == (key.gpu, key.n, key.k, key.group_size, key.layout) and t.m > key.m})
     if not larger:
         return []
     cover = Key(key.gpu, larger[0], key.n, key.k, key.group_size, key.layout)
@@ -461,15 +462,16 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     the neighbouring keys' winners. ``initial_queue`` cuts this to the seed share of the budget, so what
     comes first is what a small budget still times."""
     former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
-    seeds = (former[:1] + covering_winners(store, key, search.by_family) + former[1:]
-             + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets))
+    best = store.best_trials()  # one scan of the store for both
+    seeds = (former[:1] + covering_winners(store, key, search.by_family, best=best) + former[1:]
+             + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid]
 
 
-def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4) -> list[Variant]:
+def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4, best=None) -> list[Variant]:
     """Winners stored for neighbouring keys: adjacent M buckets of this shape, this M on other
-    shapes, this key on another GPU."""
-    best = store.best_trials()
+    shapes, this key on another GPU (``best``: as ``covering_winners``)."""
+    best = store.best_trials() if best is None else best
     idx = buckets.index(key.m) if key.m in buckets else None
     adjacent = {buckets[i] for i in (idx - 1, idx + 1) if idx is not None and 0 <= i < len(buckets)}
     ranked = []
