@@ -424,7 +424,7 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
 @pytest.mark.parametrize("rows_past", [1, 7, 8, 9, 15])
 @pytest.mark.parametrize("layout", ["base", "frag32"])
 def test_rsmma_token_tiles_m_fills_in_part_are_right(variant_id, rows_past, layout):
-    """A token tile with 8 or more rows past M comes into the ring as 8-row boxes up to M's edge, the rest of
+    """A token tile with more than 8 rows past M comes into the ring as 8-row boxes up to M's edge, the rest of
     its slot left as it was (NOTES.md row 85): right at M a tile and a half and at M short of one tile, with
     one split, two (the skew's owner summing), stream-K, C NaN-filled first so an unwritten row shows, and
     the rows past M left alone (C one row longer than M, its last row checked still NaN)."""

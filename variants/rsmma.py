@@ -297,11 +297,11 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 def _load_partition(a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
                     tiles_n, group, PARTS: gl.constexpr):
     """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order. A token
-    tile that M fills in part (8 rows or more past M) comes as boxes of 8 rows (``a8_desc``) up to M's edge,
+    tile that M fills in part (more than 8 rows past M) comes as boxes of 8 rows (``a8_desc``) up to M's edge,
     not as one box of BM: the TMA zero-fills a box's rows past A's edge slowly (NOTES.md row 85: 32-token
-    tiles at M=33 took 28.9 us against 17.1 at M=64; up to 7 such rows cost nothing measurable). The ring's
-    rows past the boxes keep what they held, which is harmless: row j of A only reaches column j of C^T,
-    and C's rows past M are never stored."""
+    tiles at M=33 took 28.9 us against 17.1 at M=64; up to 8 such rows cost 1% at most, where 8-row boxes
+    cost 3%: row 86). The ring's rows past the boxes keep what they held, which is harmless: row j of A only
+    reaches column j of C^T, and C's rows past M are never stored."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -316,7 +316,7 @@ def _load_partition(a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, rea
         k = kb * BK
         if PARTS & A_COPY:
             rows = a_desc.shape[0] - pid_m * BM  # A's rows from the tile's first (M's edge may cut the tile)
-            if rows > BM - 8:  # at most 7 rows past M: one box (they cost nothing measurable, row 85)
+            if rows >= BM - 8:  # at most 8 rows past M: one box (they cost 1% at most, 8-row boxes 3%: row 86)
                 mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
             else:  # (an expect arrives, so exactly one, with its byte count a constant: one per box count)
