@@ -416,26 +416,3 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
     assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
     assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
     assert relative_error(outs[True][0], ref) < 2e-3
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant_id", ["rsmma.bm32.bn64.bk128.sk1.w4.s4.c3", "rsmma.bm64.bn64.bk128.sk2.w4.s8.skew3",
-                                        "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2", "rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"])
-@pytest.mark.parametrize("rows_past", [1, 7, 8, 9, 15])
-@pytest.mark.parametrize("layout", ["base", "frag32"])
-def test_rsmma_token_tiles_m_fills_in_part_are_right(variant_id, rows_past, layout):
-    """A token tile with more than 8 rows past M comes into the ring as 8-row boxes up to M's edge, the rest of
-    its slot left as it was (NOTES.md row 85): right at M a tile and a half and at M short of one tile, with
-    one split, two (the skew's owner summing), stream-K, C NaN-filled first so an unwritten row shows, and
-    the rows past M left alone (C one row longer than M, its last row checked still NaN)."""
-    import torch
-
-    from tunesearch.variants import Variant, matmul
-
-    bm = Variant.from_id(variant_id)["BM"]
-    for M in (bm + bm - rows_past, bm - rows_past):  # rows_past < BM for every variant here
-        a, packed, scales, ref = _rsmma_operands(M, 4096, 520, layout, seed=21)
-        out = torch.full((M + 1, 520), float("nan"), dtype=torch.float16, device="cuda")
-        got = matmul(a, packed, scales, Variant.from_id(variant_id), 128, out=out[:M])
-        assert torch.isfinite(got).all() and relative_error(got, ref) < 2e-3
-        assert torch.isnan(out[M]).all()

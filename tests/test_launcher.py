@@ -179,39 +179,3 @@ def test_split_k_counters_are_per_stream():
     one, other = api._locks(device, 8, stream=101), api._locks(device, 8, stream=202)
     assert one is not other and api._locks(device, 8, stream=101) is one
     assert api._locks(device, 8) is api._locks(device, 8, stream=0)  # no CUDA stream on the CPU
-
-
-def test_rsmmas_a_in_8_row_boxes_is_encoded_once_per_a_and_taken_at_its_argument_index():
-    # rsmma's fourth descriptor (A in boxes of 8 rows, for a token tile M fills in part) is its kernel's
-    # last runtime argument: encoded once per A like A's own, and the cache is built only where Triton's
-    # wrapper has it there
-    from triton.backends.nvidia.driver import wrap_handle_tensordesc
-
-    from tunesearch.variants.api import A_ROWS_INDEX
-
-    encoded = []
-
-    def encode(descriptor, meta):
-        encoded.append((meta, descriptor.base.data_ptr(), tuple(descriptor.block_shape)))
-        return [f"map{meta}"]
-
-    boxes = BOXES + [([8, 128], BOXES[0][1])]
-    cache = _EncodedDescriptors(lambda *args: args, ["a", "p", "s", "a8"], boxes, encode, False, True)
-    a, packed, scales = _operands(M=40)
-    for _ in range(3):
-        assert cache.arguments(a, packed, scales) == ["mapa", "mapp", "maps"]
-        assert cache.a_rows_arguments(a) == ["mapa8"]
-    assert encoded == [("p", packed.data_ptr(), (4, 256)), ("s", scales.data_ptr(), (1, 64)),
-                       ("a", a.data_ptr(), (8, 128)), ("a8", a.data_ptr(), (8, 128))]
-    three = _EncodedDescriptors(lambda *args: args, ["a", "p", "s"], BOXES, encode, False, True)
-    assert three.a_rows_arguments(a) == []
-
-    def c_launch(*args):
-        return args
-
-    signature = {0: "tensordesc<fp16[8, 128]>", 1: "tensordesc<i32[4, 256]>", 2: "tensordesc<fp16[1, 64]>",
-                 **{i: "*fp16" for i in range(3, 6)}, **{i: "i32" for i in range(6, A_ROWS_INDEX)},
-                 A_ROWS_INDEX: "tensordesc<fp16[8, 128]>"}
-    wrapped = wrap_handle_tensordesc(c_launch, signature, ["a", "p", "s", "a8"])
-    assert _EncodedDescriptors.of(_run(wrapped), boxes) is not None
-    assert _EncodedDescriptors.of(_run(wrapped), BOXES) is None  # four descriptors where three were given

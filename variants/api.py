@@ -172,10 +172,8 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
         fragment, words = rsmma.frag32_fragment, rsmma.frag32_word_layout
     else:
         fragment, words = rsmma.fragment, rsmma.word_layout
-    a = _tma_ready(a)  # one copy where TMA cannot read A as it is, for both of its descriptors
-    # the last runtime argument: A in 8-row boxes, for a token tile that M fills in part (rsmma's loader)
     args = _gluon_args(_gluon_descriptors("rsmma", packed, scales), a, packed, scales, out, bm, bn, bk,
-                       cdiv(M, bm) * cdiv(N, bn), parts) + (rsmma.a_rows_descriptor(a, bm, bk),)
+                       cdiv(M, bm) * cdiv(N, bn), parts)
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS, STAGED_C=True,
                 SKEW=p["SKEW"], OWNER_FIRST=p["SKEW"] > 0,
@@ -295,11 +293,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)
     compiled._init_handles()
-    # the launch's descriptors give each operand's box and shared layout: per call only new descriptors
-    # over the same boxes (the builders make the layouts again each time, most of their cost); rsmma's
-    # fourth, A in 8-row boxes, is its last runtime argument (after C's strides)
-    a_rows = args[11:]
-    boxes = [(d.block_shape, d.layout) for d in args[:3] + a_rows]
+    # the launch's three descriptors give each operand's box and shared layout: per call only new
+    # descriptors over the same boxes (the builders make the layouts again each time, most of their cost)
+    boxes = [(d.block_shape, d.layout) for d in args[:3]]
     workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
     locks, fixed = args[5].numel() if workspace else 0, args[6:9]  # the split counters a launch needs, M, N, K
     constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
@@ -315,11 +311,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
             return generic(a, packed, scales, out)
         if encoded is not None:  # encoded once per operand address; None where TMA cannot read one as it is
             descriptors = encoded.arguments(a, packed, scales)
-            tail = encoded.a_rows_arguments(a) if descriptors is not None else ()
         elif tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales):
             descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
                            for t, (box, layout) in zip((a, packed, scales), boxes)]
-            tail = [TensorDescriptor(a, a.shape, a.stride(), box, layout) for box, layout in boxes[3:]]
         else:
             descriptors = None
         if descriptors is None:
@@ -330,7 +324,7 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
             counters = _locks(torch_device, locks, stream)
         else:
             ws = counters = out
-        rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *tail, *constexprs)
+        rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *constexprs)
         if encoded is not None:
             encoded.run(g0, g1, g2, stream, function, packed_meta, descriptors, rest)
         else:
@@ -339,9 +333,6 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
 
     launcher.descriptors = encoded  # what the GPU tests look into
     return launcher
-
-
-A_ROWS_INDEX = 11  # rsmma's A in 8-row boxes: its kernel's last runtime argument (``_rsmma_call``)
 
 
 class _EncodedDescriptors:
@@ -370,8 +361,7 @@ class _EncodedDescriptors:
         except (ImportError, AttributeError, KeyError, TypeError):
             return None
         scratch = run.global_scratch_size or run.profile_scratch_size
-        expected = {0, 1, 2} | ({A_ROWS_INDEX} if len(boxes) == 4 else set())
-        if set(indices) != expected or len(metas) != len(boxes) or _BASE_ARGS_FORMAT_LEN != 13 or scratch:
+        if set(indices) != {0, 1, 2} or len(metas) != 3 or _BASE_ARGS_FORMAT_LEN != 13 or scratch:
             return None
         return cls(raw, metas, boxes, make_tensordesc_arg, run.launch_cooperative_grid, run.launch_pdl)
 
@@ -383,7 +373,6 @@ class _EncodedDescriptors:
         self.descriptor = TensorDescriptor
         self.encoded: dict[tuple, list] = {}  # the weights' (address, shape, strides) -> their launch arguments
         self.encoded_a: dict[tuple, list] = {}  # A's (address, shape, strides) -> its launch arguments
-        self.encoded_a_rows: dict[tuple, list] = {}  # likewise for rsmma's A in 8-row boxes
 
     def _args(self, i: int, t: torch.Tensor) -> list:
         box, layout = self.boxes[i]
@@ -413,15 +402,6 @@ class _EncodedDescriptors:
                 return None
             a_args = self._keep(self.encoded_a, self.A_LIMIT, key, self._args(0, a))
         return a_args + weights
-
-    def a_rows_arguments(self, a) -> list:
-        """The C launch's arguments for rsmma's fourth descriptor, A in 8-row boxes (none for dqmma); ask
-        after ``arguments`` has found A readable."""
-        if len(self.boxes) < 4:
-            return []
-        key = (a.data_ptr(), a.shape, a.stride())
-        args = self.encoded_a_rows.get(key)
-        return args if args is not None else self._keep(self.encoded_a_rows, self.A_LIMIT, key, self._args(3, a))
 
     def run(self, g0, g1, g2, stream, function, packed_meta, descriptors, rest):
         """The C launch, ``descriptors`` from ``arguments``, ``rest`` the kernel's other arguments."""

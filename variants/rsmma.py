@@ -56,6 +56,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
+from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
 from .dqmma import (_next_unit, _tile_epilogue, _unit, split_arrive, split_parts, stream_k_segment,
                     stream_k_segments)
 
@@ -294,14 +295,9 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 
 
 @gluon.jit
-def _load_partition(a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                    tiles_n, group, PARTS: gl.constexpr):
-    """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order. A token
-    tile that M fills in part (more than 8 rows past M) comes as boxes of 8 rows (``a8_desc``) up to M's edge,
-    not as one box of BM: the TMA zero-fills a box's rows past A's edge slowly (NOTES.md row 85: 32-token
-    tiles at M=33 took 28.9 us against 17.1 at M=64; up to 8 such rows cost 1% at most, where 8-row boxes
-    cost 3%: row 86). The ring's rows past the boxes keep what they held, which is harmless: row j of A only
-    reaches column j of C^T, and C's rows past M are never stored."""
+def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
+                    group, PARTS: gl.constexpr):
+    """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -315,18 +311,8 @@ def _load_partition(a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, rea
         bar = ready.index(s)
         k = kb * BK
         if PARTS & A_COPY:
-            rows = a_desc.shape[0] - pid_m * BM  # A's rows from the tile's first (M's edge may cut the tile)
-            if rows >= BM - 8:  # at most 8 rows past M: one box (they cost 1% at most, 8-row boxes 3%: row 86)
-                mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
-            else:  # (an expect arrives, so exactly one, with its byte count a constant: one per box count)
-                boxes = (rows + 7) // 8  # at most BM / 8 - 1
-                for n in gl.static_range(1, BM // 8):
-                    mbarrier.expect(bar, n * a8_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes,
-                                    pred=boxes == n)
-                for j in gl.static_range(BM // 8 - 1):
-                    tma.async_copy_global_to_shared(a8_desc, [pid_m * BM + 8 * j, k], bar,
-                                                    a_smem.index(s).slice(8 * j, 8), pred=j < boxes)
+            mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
         if BASE:  # the base layout's box [BK/8, BN]
@@ -340,7 +326,7 @@ def _load_partition(a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, rea
 
 
 @gluon.jit
-def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn, a8_desc,
+def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                  GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
@@ -397,8 +383,8 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
         (_mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, SPLIT_K, MAX_PARTS,
                           a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, units, ctas, c_ptr,
                           ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
-        (_load_partition, (a_desc, p_desc, s_desc, a8_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units,
-                           blocks, tiles_n, GROUP, PARTS)),
+        (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
+                           GROUP, PARTS)),
     ], [1], [LOAD_REGS])
     if SPLIT_K == 1 and STAGED_C and STAGES * BK >= BN:  # the whole tile here, the ring drained: staged
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
@@ -563,20 +549,3 @@ def frag32_descriptors(a, packed_f, scales, BM: int, BN: int, BK: int):
     return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
             TensorDescriptor.from_tensor(packed_f, [BK // 32, 256], p_layout),
             TensorDescriptor.from_tensor(scales, [1, BN], s_layout))
-
-
-def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
-    """The base layout's TMA descriptors: A [BM, BK], packed W [BK/8, BN] and the scales [1, BN]."""
-    from .dqmma import descriptors as dqmma_descriptors
-
-    return dqmma_descriptors(a, packed, scales, BM, BN, BK)
-
-
-def a_rows_descriptor(a, BM: int, BK: int):
-    """A in boxes of 8 rows [8, BK], with the shared layout of the ring's [BM, BK] (8 rows are one swizzle
-    period, so each lands on a slice of the slot): the loader's boxes for a token tile that M fills in part."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    from .dqmma import shared_layouts
-
-    return TensorDescriptor.from_tensor(a, [8, BK], shared_layouts(BM, 64, BK)[0])

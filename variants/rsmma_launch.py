@@ -29,8 +29,8 @@ def launch_registers(num_warps: int, ctas: int = 1) -> int:
 # at (64, 32, 64), row 82); for 8 as many but at (128, 8, 128). Found offline for sm_90
 # (tests/test_experiments.py checks each, and that 8 fewer fail). Only token tiles of 8 to 32: there a
 # partial is 2 to 8 registers and its FFMAs are fewer than the HMUL2s they replace (BM/2 against 32 a
-# block). At 8 tokens it beat the scaled fragment at every M <= 8 key timed (NOTES.md row 67: 4096x22016
-# M=1 18.50 vs 19.96 us, 11008x4096 M=8 12.30 vs 13.01).
+# block). At 8 tokens it beat the scaled fragment at every M <= 8 key timed (NOTES.md row 67: 4096x22016 M=1 18.50 vs 19.96 us, 11008x4096
+# M=8 12.30 vs 13.01).
 SCALE_AFTER_REGISTERS = {(64, 8, 64): 48, (64, 8, 128): 64, (128, 8, 64): 56, (128, 8, 128): 80,
                          (64, 16, 64): 56, (64, 16, 128): 72, (64, 32, 64): 64, (64, 32, 128): 80,
                          (128, 16, 64): 64, (128, 16, 128): 88, (128, 32, 64): 72, (128, 32, 128): 104}

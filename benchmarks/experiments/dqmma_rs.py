@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments import gluon_checks  # noqa: E402
 from tunesearch.variants.layout import to_layout  # noqa: E402
-from tunesearch.variants.rsmma import (ALL_PARTS, a_rows_descriptor, frag32_descriptors,  # noqa: E402
-                                       frag32_fragment, frag32_word_layout, rsmma_kernel)
+from tunesearch.variants.rsmma import (ALL_PARTS, frag32_descriptors, frag32_fragment,  # noqa: E402
+                                       frag32_word_layout, rsmma_kernel)
 
 def launch_registers(WG: int) -> int:
     """The MMA warps (4 per warp group) and the loader, padded to a warp group, share an SM's 64K."""
@@ -68,8 +68,7 @@ def launcher(a, packed_f, scales, out, BM, BK, WG, STAGES, SPLIT_K=1, group_size
     tiles = triton.cdiv(N, BN) * triton.cdiv(M, BM)
     ws = torch.empty(tiles * SPLIT_K * BN * BM if SPLIT_K > 1 else 1, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
-    args = (*frag32_descriptors(a, packed_f, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride(),
-            a_rows_descriptor(a, BM, BK))
+    args = (*frag32_descriptors(a, packed_f, scales, BM, BN, BK), out, ws, locks, M, N, K, *out.stride())
     meta = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size) | dict(maxnreg=launch_registers(WG)) | meta_overrides
     grid = (triton.cdiv(N, BN), SPLIT_K, triton.cdiv(M, BM))
     return lambda: rsmma_kernel[grid](*args, **meta)
@@ -83,8 +82,8 @@ def compile_offline(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0, group_size=128
     packed_f = torch.empty(128, 4 * 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
     consts = _constexprs(BM, BK, WG, STAGES, SPLIT_K, group_size, bool(SCALE_AFTER))
-    descriptors = (*frag32_descriptors(a, packed_f, scales, BM, 64 * WG, BK), a_rows_descriptor(a, BM, BK))
-    return gluon_checks.compile_tma_kernel(rsmma_kernel, descriptors, consts, 4 * WG, launch_registers(WG))
+    return gluon_checks.compile_tma_kernel(rsmma_kernel, frag32_descriptors(a, packed_f, scales, BM, 64 * WG, BK),
+                                           consts, 4 * WG, launch_registers(WG))
 
 
 def schedule(BM, BK, WG, STAGES, SPLIT_K=1, SCALE_AFTER=0) -> dict:
@@ -117,7 +116,7 @@ def compile_family_offline(variant_id: str, M: int = 128, N: int = 11008, K: int
     kernel, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, group_size)
     meta = meta | meta_overrides
     consts = {name: meta[name] for name in kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(kernel, args[:3] + args[11:], consts, meta["num_warps"], meta["maxnreg"])
+    return gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
 
 
 def fits_registers(variant_id: str, maxnreg: int, scale_after: bool | None = None) -> dict:
