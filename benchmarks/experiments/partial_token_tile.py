@@ -26,6 +26,10 @@ CASES = [  # (K, N, variant, Ms)
     (4096, 11008, "rsmma.bm32.bn64.bk128.sk1.w4.s4.c2", [33, 48, 64]),
     (4096, 11008, "rsmma.bm32.bn64.bk128.sk1.w4.s8.c2", [33, 48, 64]),
     (4096, 11008, "rsmma.bm32.bn64.bk128.sk2.w4.s4.c3", [17, 24, 32]),
+    # the larger tiles of the M=96 and 192 buckets' _s39 picks (row 86: 8-row boxes lost there)
+    (4096, 11008, "rsmma.bm64.bn64.bk128.sk1.w4.s6", [65, 80, 96, 128]),
+    (4096, 11008, "rsmma.bm128.bn128.bk64.sk1.w8.s8", [65, 96, 128]),
+    (4096, 11008, "rsmma.bm256.bn128.bk64.sk1.w8.s4", [129, 192, 256]),
 ]
 
 
