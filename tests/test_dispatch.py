@@ -305,3 +305,51 @@ def test_tables_of_the_first_schema_are_read_as_base_layout(tmp_path, table):
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(DispatchError, match="unknown layout 'k16'"):
         load_dispatch(tmp_path / "bad.json", group_size=64)
+
+
+def _edge_store(tmp_path, with_edge: bool):
+    """Bucket 48 on one shape: A fastest at M=48 but slow at its smallest M (33), B a little slower at 48 and
+    fast at 33, C timed at 48 only; the buckets 16, 32 (and 17, the edge of 32, with B alone)."""
+    store = Store(f"sqlite:///{tmp_path}/e{int(with_edge)}.db")
+    store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
+                          driver="none", torch_version="x", triton_version="3.6.0",
+                          datasheet_bandwidth=None), 1e9)
+    a, b, c = "gemm.bm64.bn64.bk64.g1.w4.s2", "gemm.bm16.bn64.bk64.g1.w4.s2", "gemm.bm32.bn64.bk64.g1.w4.s2"
+    for vid, us in ((a, 10.0), (b, 10.5), (c, 10.2)):
+        add(store, 48, 72, 256, vid, us)
+    for m in (16, 32):
+        add(store, m, 72, 256, b, 5.0)
+    if with_edge:
+        add(store, 33, 72, 256, a, 20.0)
+        add(store, 33, 72, 256, b, 11.0)
+        add(store, 33, 72, 256, "gemm.bm32.bn32.bk32.g1.w4.s2", 10.8)  # the fastest at 33, not timed at 48
+        add(store, 17, 72, 256, b, 6.0)  # bucket 32's edge: timed, but nothing else at 32 to choose from
+    return store
+
+
+def test_export_picks_for_the_whole_bucket_where_its_smallest_m_is_timed(tmp_path):
+    from tunesearch.export import build_table
+
+    plain = build_table(_edge_store(tmp_path, False))["gpus"][GPU]["shapes"]["256x72"]["buckets"]
+    assert [(b["m_max"], b["variant"]["id"]) for b in plain] == [
+        (16, "gemm.bm16.bn64.bk64.g1.w4.s2"), (32, "gemm.bm16.bn64.bk64.g1.w4.s2"),
+        (48, "gemm.bm64.bn64.bk64.g1.w4.s2")]
+    assert not any("edge" in b for b in plain)
+    table = build_table(_edge_store(tmp_path, True))
+    buckets = {b["m_max"]: b for b in table["gpus"][GPU]["shapes"]["256x72"]["buckets"]}
+    assert sorted(buckets) == [16, 17, 32, 33, 48]  # the edges are buckets of their own, of one M
+    # A: 1.0x the fastest at 48, 20 / 10.8 = 1.85x at 33; B: 1.05x and 1.02x. C was not timed at 33.
+    assert buckets[48]["variant"]["id"] == "gemm.bm16.bn64.bk64.g1.w4.s2" and buckets[48]["us"] == 10.5
+    assert buckets[48]["edge"] == {"m": 33, "us": 11.0}
+    assert buckets[32]["edge"] == {"m": 17, "us": 6.0}
+    assert buckets[33]["variant"]["id"] == "gemm.bm32.bn32.bk32.g1.w4.s2" and "edge" not in buckets[33]
+    assert "edge" not in buckets[16] and "edge" not in buckets[17]
+
+
+def test_bucket_edge_is_a_key_one_past_the_key_below():
+    from tunesearch.export import bucket_edge
+
+    ms = [1, 2, 4, 5, 8, 16, 17, 24, 32]
+    assert [bucket_edge(ms, i) for i in range(len(ms))] == [None, None, None, None, 5, None, None, 17, None]
+    # 2 is one past 1 but bucket 4's smallest M is 3; 24's edge 17 holds: 24 - 17 >= 2; 5 is a bucket of one M
+    assert bucket_edge([1, 2, 3, 4], 3) is None  # 4 - 3 < 2: bucket 4 holds only 4

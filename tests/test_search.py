@@ -7,7 +7,7 @@ import optuna
 from tunesearch.db import Key, Store
 from tunesearch.measure import Result
 from tunesearch.search import KeySearch
-from tunesearch.variants import spread_variants, variant_error
+from tunesearch.variants import Variant, spread_variants, variant_error
 
 
 class Landscape:
@@ -283,3 +283,27 @@ def test_the_next_larger_buckets_winners_are_timed_right_after_the_former_best(t
     assert seeds[:2] == [former_best, cover] and len(seeds) == len(set(seeds))
     assert spread[5] not in seeds[:3]
     assert initial_queue(seeds, spread, trials=10, space_size=len(new.space))[:2] == [former_best, cover]
+
+
+def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
+    """A key one past a stored key is a bucket's smallest M (``--m edges``): the export picks for the bucket
+    among the variants timed at both, so its search starts with the bucket's EDGE_CANDIDATES fastest, where
+    an ordinary key takes the next larger bucket's two."""
+    from tunesearch.search import EDGE_CANDIDATES, key_seeds
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    N, K = 11008, 4096
+    k48, k49, k64 = (Key("synthetic", m, N, K, 128) for m in (48, 49, 64))
+    spread = [v for v in spread_variants(49, N, K, 128) if variant_error(v, 64, N, K, 128) is None]
+    at64 = KeySearch(store, Landscape(spread[0].id), k64, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    at64.enqueue(spread[:8])
+    at64.run(8, deadline=time.time() + 120)
+    fastest = [Variant.from_id(t.variant_id) for t in sorted(store.trials(k64, status="ok"), key=lambda t: t.us)]
+    edge = KeySearch(store, Landscape(spread[0].id), k49, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    assert key_seeds(store, k49, [49, 64], edge)[:2] == fastest[:2]  # no key at 48 yet: an ordinary key
+    at48 = KeySearch(store, Landscape(spread[0].id), k48, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    at48.enqueue(spread[:1])
+    at48.run(1, deadline=time.time() + 120)
+    seeds = key_seeds(store, k49, [48, 49, 64], edge)
+    want = [v for v in fastest if v in edge.valid][:EDGE_CANDIDATES]
+    assert len(want) == EDGE_CANDIDATES and seeds[:EDGE_CANDIDATES] == want

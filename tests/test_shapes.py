@@ -25,3 +25,12 @@ def test_bad_shapes_are_rejected(bad):
 def test_bad_ms_are_rejected(bad):
     with pytest.raises(ValueError, match="--m"):
         parse_ms(bad)
+
+
+def test_bucket_edges_are_each_buckets_smallest_m_and_parse_as_edges():
+    from tunesearch.shapes import DEFAULT_M_BUCKETS, bucket_edges, parse_ms
+
+    assert bucket_edges([1, 2, 4, 8, 16, 24, 32]) == [3, 5, 9, 17, 25]
+    edges = parse_ms("edges")
+    assert edges == bucket_edges() and edges[:6] == [3, 5, 9, 17, 25, 33]
+    assert not set(edges) & set(DEFAULT_M_BUCKETS)

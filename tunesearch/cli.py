@@ -99,7 +99,9 @@ def _families_line(name: str, off: list[str]) -> str:
 def sweep(
     gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
     shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b) or KxN,KxN"),
-    m: Optional[str] = typer.Option(None, "--m", help="M buckets, e.g. 1,4,16 (default: 1..4096, 19 buckets)"),
+    m: Optional[str] = typer.Option(None, "--m", help=(
+        "M buckets, e.g. 1,4,16 (default: 1..4096, 19 buckets), or 'edges': each default bucket's smallest M, "
+        "swept after the buckets, so that the export picks per bucket what holds over all of it")),
     group_size: int = typer.Option(128, help="quantization group size along K"),
     trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
     time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m"),

@@ -8,7 +8,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tunesearch.db import Store
+from tunesearch.db import Key, Store
 
 SCHEMA = "tunesearch.dispatch/2"  # /2: each shape names the layout its weights are kept in
 READABLE_SCHEMAS = ("tunesearch.dispatch/1", SCHEMA)  # /1 tables hold base-layout shapes only
@@ -59,8 +59,63 @@ def choose_layout(times: dict[str, dict[int, float]]) -> str:
     return min(covering, key=lambda layout: (sum(math.log(times[layout][m]) for m in every_m), layout != "base"))
 
 
+def bucket_edge(ms: list[int], i: int) -> int | None:
+    """The key below bucket ``ms[i]`` where it times that bucket's smallest M: one past the key below it
+    (``shapes.bucket_edges``, swept as keys of their own), in a bucket that holds more M than that and its
+    own. None where the store has no such key. M=2 is no edge: 1 and 2 are both buckets of the default
+    list, so 2 is one past a key without being bucket 4's smallest M (3)."""
+    if i < 2:
+        return None
+    edge, below = ms[i - 1], ms[i - 2]
+    return edge if edge == below + 1 and below > 1 and ms[i] - edge >= 2 else None
+
+
+def _fastest_by_variant(store: Store, key, code_of) -> dict:
+    """variant id -> the key's fastest ok trial of it (of its family's current code, with ``code_of``)."""
+    out = {}
+    for t in store.trials(key, status="ok"):
+        if code_of is not None and t.code_version != code_of(t.family, t.layout):
+            continue
+        if t.variant_id not in out or t.us < out[t.variant_id].us:
+            out[t.variant_id] = t
+    return out
+
+
+def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict]:
+    """``best`` (the fastest trial per key) with each bucket whose smallest M the store also times
+    (``bucket_edge``) picked for the whole bucket: of the variants timed at both M, the one whose worse
+    slowdown against the fastest at either is least (ties: the faster at the bucket's M). A bucket's pick
+    serves every M down to the bucket below; timed at the largest only, it can be the fastest there and
+    far slower at the smallest, where its token tile's rows past M cost time (NOTES.md row 85: M=64's pick
+    on 4096x11008 took 17.3 us at M=64, 28.1 at 33). Returns the trials and, per key given a choice,
+    (edge M, the pick's time there)."""
+    by_shape: dict[tuple, dict[int, object]] = {}
+    for t in best:
+        by_shape.setdefault((t.gpu_name, t.n, t.k, t.group_size, t.layout), {})[t.m] = t
+    edges = {}
+    for (gpu, n, k, group_size, layout), by_m in by_shape.items():
+        ms = sorted(by_m)
+        for i, m in enumerate(ms):
+            edge = bucket_edge(ms, i)
+            if edge is None:
+                continue
+            at_m = _fastest_by_variant(store, Key(gpu, m, n, k, group_size, layout), code_of)
+            at_edge = _fastest_by_variant(store, Key(gpu, edge, n, k, group_size, layout), code_of)
+            both = [vid for vid in at_m if vid in at_edge]
+            if not both:
+                continue
+            fastest_m, fastest_edge = by_m[m].us, by_m[edge].us
+            pick = min(both, key=lambda vid: (max(at_m[vid].us / fastest_m, at_edge[vid].us / fastest_edge),
+                                              at_m[vid].us, vid))
+            by_m[m] = at_m[pick]
+            edges[(gpu, n, k, group_size, layout, m)] = (edge, at_edge[pick].us)
+    return [t for by_m in by_shape.values() for t in by_m.values()], edges
+
+
 def build_table(store: Store, gpu: str | None = None, current_code_only: bool = False) -> dict:
-    best = store.best_trials(gpu, code_of=current_code if current_code_only else None)
+    code_of = current_code if current_code_only else None
+    best, edges = edge_aware_picks(store, store.best_trials(gpu, code_of=code_of), code_of)
+    best.sort(key=lambda t: (t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m))
     per_shape: dict[tuple, dict[str, dict[int, float]]] = {}
     for t in best:
         per_shape.setdefault((t.gpu_name, t.n, t.k, t.group_size), {}).setdefault(t.layout, {})[t.m] = t.us
@@ -89,6 +144,9 @@ def build_table(store: Store, gpu: str | None = None, current_code_only: bool = 
             "us": round(t.us, 3), "roofline_frac": round(t.roofline_frac or 0, 4),
             "speedup_fp16": round(t.speedup_fp16, 3) if t.speedup_fp16 else None,
         })
+        edge = edges.get((t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m))
+        if edge is not None:  # picked for the whole bucket: its time at the bucket's smallest M
+            shape["buckets"][-1]["edge"] = {"m": edge[0], "us": round(edge[1], 3)}
     for (name, n, k, group_size), times in per_shape.items():
         others = {layout: by_m for layout, by_m in times.items() if layout != kept[(name, n, k, group_size)]}
         if name in gpus and others:  # what the choice was made against, per M bucket

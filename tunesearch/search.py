@@ -438,6 +438,9 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
     return _distinct_variants((t.variant_id for t in sorted(twins, key=lambda t: t.us)), limit)
 
 
+EDGE_CANDIDATES = 5  # the bucket's fastest variants a sweep of its smallest M times first
+
+
 def covering_winners(store: Store, key: Key, families, limit: int = 2, best=None) -> list[Variant]:
     """The fastest variants stored at the next larger M of this key's shape, layout and GPU, of the
     families searched here (``families``). Any tile serves a smaller M, so that bucket's winners are
@@ -463,7 +466,12 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     comes first is what a small budget still times."""
     former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
     best = store.best_trials()  # one scan of the store for both
-    seeds = (former[:1] + covering_winners(store, key, search.by_family, best=best) + former[1:]
+    # a bucket's smallest M (a key one past a stored key, as export.bucket_edge reads it): the bucket's
+    # fastest few first, since the export picks for the bucket among the variants timed at both
+    edge = key.m > 2 and any((t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m)
+                             == (key.gpu, key.n, key.k, key.group_size, key.layout, key.m - 1) for t in best)
+    covering = covering_winners(store, key, search.by_family, limit=EDGE_CANDIDATES if edge else 2, best=best)
+    seeds = (former[:1] + covering + former[1:]
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid]
 

@@ -43,9 +43,22 @@ def parse_shapes(spec: str) -> list[tuple[int, int]]:
     return list(dict.fromkeys(shapes))
 
 
+def bucket_edges(buckets=DEFAULT_M_BUCKETS) -> list[int]:
+    """Each bucket's smallest M where it is not a bucket itself (the bucket below plus one): timed as keys
+    of their own (``--m edges``, after the buckets), they let the export pick, per bucket, a variant that
+    holds over the whole bucket (``export.edge_aware_picks``). A token tile that M fills in part can be
+    much slower than a full one (NOTES.md row 85: 28.1 against 17.3 us), and a bucket's pick is timed only at
+    its largest M."""
+    ms = sorted(set(buckets))
+    return [below + 1 for below, m in zip(ms, ms[1:]) if m - below >= 2]
+
+
 def parse_ms(spec: str | None) -> list[int]:
+    """``--m``: comma-separated M values, or ``edges`` (the default buckets' smallest M, ``bucket_edges``)."""
     if not spec:
         return list(DEFAULT_M_BUCKETS)
+    if spec.strip() == "edges":
+        return bucket_edges()
     try:
         ms = sorted({int(x) for x in spec.split(",") if x.strip()})
     except ValueError:
