@@ -353,3 +353,24 @@ def test_bucket_edge_is_a_key_one_past_the_key_below():
     assert [bucket_edge(ms, i) for i in range(len(ms))] == [None, None, None, None, 5, None, None, 17, None]
     # 2 is one past 1 but bucket 4's smallest M is 3; 24's edge 17 holds: 24 - 17 >= 2; 5 is a bucket of one M
     assert bucket_edge([1, 2, 3, 4], 3) is None  # 4 - 3 < 2: bucket 4 holds only 4
+
+
+def test_keys_at_bucket_edges_stay_out_of_the_layout_choice(tmp_path):
+    """Edges swept in one layout only (``--m edges --layouts frag32``) leave the other layout timed at every
+    bucket: it is still compared (here it wins) and the export warns of nothing."""
+    from tunesearch.export import build_table, uncompared_layouts
+
+    store = Store(f"sqlite:///{tmp_path}/l.db")
+    store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
+                          driver="none", torch_version="x", triton_version="3.6.0",
+                          datasheet_bandwidth=None), 1e9)
+    v = Variant.from_id("dequant.bk32.bn64.w4")
+    for layout, ms, us in (("frag32", (16, 32, 33, 48), 10.0), ("base", (16, 32, 48), 9.0)):
+        for m in ms:
+            store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=72, k=256, group_size=64, layout=layout,
+                                  variant_id=v.id, family=v.family, params=v.params, code_version="c0",
+                                  status="ok", us=us, roofline_frac=0.5, speedup_fp16=2.0,
+                                  versions={"triton": "3.6.0", "torch": "x"}))
+    table = build_table(store)
+    assert table["gpus"][GPU]["shapes"]["256x72"]["layout"] == "base"
+    assert uncompared_layouts(table) == []

@@ -39,6 +39,7 @@ def uncompared_layouts(table: dict) -> list[str]:
     for name, entry in table["gpus"].items():
         for shape, v in entry["shapes"].items():
             kept = {b["m_max"] for b in v["buckets"]}
+            kept -= edge_keys(kept)
             for layout, by_m in v.get("other_layouts", {}).items():
                 missing = sorted(kept - {int(m) for m in by_m})
                 if missing:
@@ -68,6 +69,13 @@ def bucket_edge(ms: list[int], i: int) -> int | None:
         return None
     edge, below = ms[i - 1], ms[i - 2]
     return edge if edge == below + 1 and below > 1 and ms[i] - edge >= 2 else None
+
+
+def edge_keys(ms) -> set[int]:
+    """The keys among ``ms`` that time another bucket's smallest M (``bucket_edge``): buckets of one M in the
+    table, left out of the layout choice and its check, which weigh the buckets themselves."""
+    ms = sorted(ms)
+    return {edge for i in range(len(ms)) if (edge := bucket_edge(ms, i)) is not None}
 
 
 def _fastest_by_variant(store: Store, key, code_of) -> dict:
@@ -119,6 +127,10 @@ def build_table(store: Store, gpu: str | None = None, current_code_only: bool = 
     per_shape: dict[tuple, dict[str, dict[int, float]]] = {}
     for t in best:
         per_shape.setdefault((t.gpu_name, t.n, t.k, t.group_size), {}).setdefault(t.layout, {})[t.m] = t.us
+    for times in per_shape.values():  # the layout choice weighs the buckets, not the keys at their edges
+        for layout, by_m in times.items():
+            at_edges = edge_keys(by_m)
+            times[layout] = {m: us for m, us in by_m.items() if m not in at_edges}
     kept = {shape: choose_layout(times) for shape, times in per_shape.items()}
     gpus: dict[str, dict] = {}
     known = {g.name: g for g in store.gpus()}  # newest environment per name wins (ordered)
