@@ -53,8 +53,10 @@ new = json.load(open(os.environ["OUT"] + "/h200.json"))["gpus"]["NVIDIA H200"]["
 for shape, entry in new.items():
     before = {b["m_max"]: b for b in old[shape]["buckets"]}
     for b in entry["buckets"]:
-        o = before[b["m_max"]]
-        if o["variant"]["id"] != b["variant"]["id"]:
+        o = before.get(b["m_max"])
+        if o is None:  # a key at a bucket's smallest M (--m edges), new to the table
+            print(f"{shape} M={b['m_max']}: (new) {b['variant']['id']} {b['us']}")
+        elif o["variant"]["id"] != b["variant"]["id"]:
             print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
 PY
 
