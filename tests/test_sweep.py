@@ -199,3 +199,26 @@ def test_store_uses_wal_on_sqlite(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/w.db")
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_sweep_of_the_buckets_smallest_m_gives_the_export_its_choice(tmp_path, interp):
+    """The buckets, then a key at bucket 8's smallest M (3: one past bucket 2): that key times bucket 8's
+    variants first, and the export picks bucket 8's variant among those timed at both and records its time
+    at M=3."""
+    from tunesearch.export import build_table
+    from tunesearch.search import key_space
+
+    url = f"sqlite:///{tmp_path}/ts.db"
+    for ms in ([2, 8], [3]):
+        settings = SweepSettings(shapes=[(256, 72)], ms=ms, group_size=64, trials=3, interpret_test=True)
+        assert run_sweep(Store(url), settings).status == "done"
+    store = Store(url)
+    at = {m: {t.variant_id: t.us for t in store.trials(Key("interpreter-test", m, 72, 256, 64), status="ok")}
+          for m in (3, 8)}
+    assert len(at[8]) == 3 and len(at[3]) == 3
+    offered = {v.id for v in key_space(Key("interpreter-test", 3, 72, 256, 64))}
+    assert {vid for vid in at[8] if vid in offered} <= set(at[3]) and set(at[8]) & set(at[3])
+    buckets = {b["m_max"]: b for b in build_table(store)["gpus"]["interpreter-test"]["shapes"]["256x72"]["buckets"]}
+    assert sorted(buckets) == [2, 3, 8] and "edge" not in buckets[2] and "edge" not in buckets[3]
+    pick = buckets[8]["variant"]["id"]
+    assert pick in at[3] and buckets[8]["edge"] == {"m": 3, "us": round(at[3][pick], 3)}
