@@ -10,6 +10,8 @@ from pathlib import Path
 
 from tunesearch.db import Key, Store
 
+from .shapes import bucket_edge, edge_keys
+
 SCHEMA = "tunesearch.dispatch/2"  # /2: each shape names the layout its weights are kept in
 READABLE_SCHEMAS = ("tunesearch.dispatch/1", SCHEMA)  # /1 tables hold base-layout shapes only
 
@@ -58,24 +60,6 @@ def choose_layout(times: dict[str, dict[int, float]]) -> str:
     if not covering:
         return "base" if "base" in times else max(times, key=lambda layout: len(times[layout]))
     return min(covering, key=lambda layout: (sum(math.log(times[layout][m]) for m in every_m), layout != "base"))
-
-
-def bucket_edge(ms: list[int], i: int) -> int | None:
-    """The key below bucket ``ms[i]`` where it times that bucket's smallest M: one past the key below it
-    (``shapes.bucket_edges``, swept as keys of their own), in a bucket that holds more M than that and its
-    own. None where the store has no such key. M=2 is no edge: 1 and 2 are both buckets of the default
-    list, so 2 is one past a key without being bucket 4's smallest M (3)."""
-    if i < 2:
-        return None
-    edge, below = ms[i - 1], ms[i - 2]
-    return edge if edge == below + 1 and below > 1 and ms[i] - edge >= 2 else None
-
-
-def edge_keys(ms) -> set[int]:
-    """The keys among ``ms`` that time another bucket's smallest M (``bucket_edge``): buckets of one M in the
-    table, left out of the layout choice and its check, which weigh the buckets themselves."""
-    ms = sorted(ms)
-    return {edge for i in range(len(ms)) if (edge := bucket_edge(ms, i)) is not None}
 
 
 def _fastest_by_variant(store: Store, key, code_of) -> dict:

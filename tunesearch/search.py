@@ -27,6 +27,7 @@ from tunesearch.variants import Variant, variant_space
 from tunesearch.variants.space import FAMILY_DEFAULTS, FAMILY_GRID, FAMILY_PARAMS, param_steps
 
 from .measure import metrics
+from .shapes import is_edge_key
 
 log = logging.getLogger("tunesearch")
 
@@ -466,10 +467,11 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     comes first is what a small budget still times."""
     former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
     best = store.best_trials()  # one scan of the store for both
-    # a bucket's smallest M (a key one past a stored key, as export.bucket_edge reads it): the bucket's
-    # fastest few first, since the export picks for the bucket among the variants timed at both
-    edge = key.m > 2 and any((t.gpu_name, t.n, t.k, t.group_size, t.layout, t.m)
-                             == (key.gpu, key.n, key.k, key.group_size, key.layout, key.m - 1) for t in best)
+    # a bucket's smallest M (shapes.is_edge_key, as the export reads it): the bucket's fastest few first,
+    # since the export picks for the bucket among the variants timed at both
+    stored = {t.m for t in best if (t.gpu_name, t.n, t.k, t.group_size, t.layout)
+              == (key.gpu, key.n, key.k, key.group_size, key.layout)}
+    edge = is_edge_key(key.m, stored)
     covering = covering_winners(store, key, search.by_family, limit=EDGE_CANDIDATES if edge else 2, best=best)
     seeds = (former[:1] + covering + former[1:]
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))

@@ -53,6 +53,29 @@ def bucket_edges(buckets=DEFAULT_M_BUCKETS) -> list[int]:
     return [below + 1 for below, m in zip(ms, ms[1:]) if m - below >= 2]
 
 
+def is_edge_key(m: int, ms) -> bool:
+    """Whether a key at ``m`` times a bucket's smallest M, by the keys ``ms`` stored beside it: one past a
+    stored key. M=2 is none: 1 and 2 are both buckets of the default list, so 2 is one past a key without
+    being bucket 4's smallest M (3)."""
+    return m > 2 and m - 1 in ms
+
+
+def bucket_edge(ms: list[int], i: int) -> int | None:
+    """The key below bucket ``ms[i]`` (``ms`` sorted, distinct) where it times that bucket's smallest M
+    (``is_edge_key``), in a bucket that holds more M than that and its own; None where there is none."""
+    if i < 1:
+        return None
+    edge = ms[i - 1]
+    return edge if is_edge_key(edge, ms) and ms[i] - edge >= 2 else None
+
+
+def edge_keys(ms) -> set[int]:
+    """The keys among ``ms`` that time another bucket's smallest M (``bucket_edge``): buckets of one M in the
+    table, left out of the layout choice and its check, which weigh the buckets themselves."""
+    ms = sorted(ms)
+    return {edge for i in range(len(ms)) if (edge := bucket_edge(ms, i)) is not None}
+
+
 def parse_ms(spec: str | None) -> list[int]:
     """``--m``: comma-separated M values, or ``edges`` (the default buckets' smallest M, ``bucket_edges``)."""
     if not spec:
