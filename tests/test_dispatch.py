@@ -16,9 +16,9 @@ BUCKETS = {1: "gemv.bm1.bn64.bk64.sk2.w4.s1", 4: "gemv.bm4.bn64.bk64.sk1.w4.s1",
            16: "splitk.bm16.bn32.bk32.sk2.w4.s2", 64: "gemm.bm64.bn64.bk64.g1.w4.s2"}
 
 
-def add(store, m, n, k, vid, us, g=64):
+def add(store, m, n, k, vid, us, g=64, layout="base"):
     v = Variant.from_id(vid)
-    store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=n, k=k, group_size=g, layout="base",
+    store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=n, k=k, group_size=g, layout=layout,
                           variant_id=vid, family=v.family, params=v.params, code_version="c0",
                           status="ok", us=us, roofline_frac=0.5, speedup_fp16=2.0,
                           versions={"triton": "3.6.0", "torch": "x"}))
@@ -243,11 +243,7 @@ def frag32_table(tmp_path):
                           datasheet_bandwidth=None), 1e9)
     for m, base_vid, us in ((1, "gemv.bm1.bn64.bk64.sk2.w4.s1", 10.0), (64, "dequant.bk64.bn64.w4", 30.0)):
         add(store, m, 72, 256, base_vid, us)
-        v = Variant.from_id("dequant.bk32.bn64.w4")
-        store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=72, k=256, group_size=64, layout="frag32",
-                              variant_id=v.id, family=v.family, params=v.params, code_version="c0",
-                              status="ok", us=us * 0.9, roofline_frac=0.5, speedup_fp16=2.0,
-                              versions={"triton": "3.6.0", "torch": "x"}))
+        add(store, m, 72, 256, "dequant.bk32.bn64.w4", us * 0.9, layout="frag32")
     add(store, 1, 40, 128, "gemv.bm1.bn64.bk32.sk4.w4.s1", 3.0)
     path = tmp_path / "dispatch.json"
     export(store, path)
@@ -347,7 +343,7 @@ def test_export_picks_for_the_whole_bucket_where_its_smallest_m_is_timed(tmp_pat
 
 
 def test_bucket_edge_is_a_key_one_past_the_key_below():
-    from tunesearch.export import bucket_edge
+    from tunesearch.shapes import bucket_edge
 
     ms = [1, 2, 4, 5, 8, 16, 17, 24, 32]
     assert [bucket_edge(ms, i) for i in range(len(ms))] == [None, None, None, None, 5, None, None, 17, None]
@@ -364,13 +360,9 @@ def test_keys_at_bucket_edges_stay_out_of_the_layout_choice(tmp_path):
     store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
                           driver="none", torch_version="x", triton_version="3.6.0",
                           datasheet_bandwidth=None), 1e9)
-    v = Variant.from_id("dequant.bk32.bn64.w4")
     for layout, ms, us in (("frag32", (16, 32, 33, 48), 10.0), ("base", (16, 32, 48), 9.0)):
         for m in ms:
-            store.add_trial(Trial(gpu_id=1, gpu_name=GPU, m=m, n=72, k=256, group_size=64, layout=layout,
-                                  variant_id=v.id, family=v.family, params=v.params, code_version="c0",
-                                  status="ok", us=us, roofline_frac=0.5, speedup_fp16=2.0,
-                                  versions={"triton": "3.6.0", "torch": "x"}))
+            add(store, m, 72, 256, "dequant.bk32.bn64.w4", us, layout=layout)
     table = build_table(store)
     assert table["gpus"][GPU]["shapes"]["256x72"]["layout"] == "base"
     assert uncompared_layouts(table) == []
