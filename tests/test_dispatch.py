@@ -351,6 +351,16 @@ def test_bucket_edge_is_a_key_one_past_the_key_below():
     assert bucket_edge([1, 2, 3, 4], 3) is None  # 4 - 3 < 2: bucket 4 holds only 4
 
 
+def test_edge_keys_are_one_past_a_key_that_is_not_one():
+    from tunesearch.shapes import edge_keys, is_edge_key
+
+    # 3 is bucket 4's smallest M although 4 - 3 < 2 leaves bucket 4 no edge to pick for (the layout check
+    # must still leave 3 out); 4 is one past 3 but a bucket; 5 is one past the bucket 4
+    assert edge_keys([1, 2, 3, 4, 5, 8, 9, 16, 17, 24, 25, 32]) == {3, 5, 9, 17, 25}
+    assert edge_keys([1, 2, 4, 8]) == set()
+    assert is_edge_key(3, [1, 2, 4]) and is_edge_key(5, [1, 2, 3, 4]) and not is_edge_key(4, [1, 2, 3])
+
+
 def test_keys_at_bucket_edges_stay_out_of_the_layout_choice(tmp_path):
     """Edges swept in one layout only (``--m edges --layouts frag32``) leave the other layout timed at every
     bucket: it is still compared (here it wins) and the export warns of nothing."""
@@ -361,6 +371,24 @@ def test_keys_at_bucket_edges_stay_out_of_the_layout_choice(tmp_path):
                           driver="none", torch_version="x", triton_version="3.6.0",
                           datasheet_bandwidth=None), 1e9)
     for layout, ms, us in (("frag32", (16, 32, 33, 48), 10.0), ("base", (16, 32, 48), 9.0)):
+        for m in ms:
+            add(store, m, 72, 256, "dequant.bk32.bn64.w4", us, layout=layout)
+    table = build_table(store)
+    assert table["gpus"][GPU]["shapes"]["256x72"]["layout"] == "base"
+    assert uncompared_layouts(table) == []
+
+
+def test_a_key_at_bucket_4s_smallest_m_stays_out_of_the_layout_check(tmp_path):
+    """M=3 swept in one layout beside buckets 2 and 4 (``--m edges`` on the default buckets): bucket 4 then
+    holds only 4, but 3 is still an edge, not a bucket the other layout lacks (the `_s41` re-sweep warned
+    "base lacks M=3")."""
+    from tunesearch.export import build_table, uncompared_layouts
+
+    store = Store(f"sqlite:///{tmp_path}/l.db")
+    store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
+                          driver="none", torch_version="x", triton_version="3.6.0",
+                          datasheet_bandwidth=None), 1e9)
+    for layout, ms, us in (("frag32", (1, 2, 3, 4, 8), 10.0), ("base", (1, 2, 4, 8), 9.0)):
         for m in ms:
             add(store, m, 72, 256, "dequant.bk32.bn64.w4", us, layout=layout)
     table = build_table(store)

@@ -53,27 +53,32 @@ def bucket_edges(buckets=DEFAULT_M_BUCKETS) -> list[int]:
     return [below + 1 for below, m in zip(ms, ms[1:]) if m - below >= 2]
 
 
+def edge_keys(ms) -> set[int]:
+    """The keys among ``ms`` that time a bucket's smallest M: one past a stored key that is not itself one
+    (M=3 beside 2 and 4 is bucket 4's smallest M; 4 beside 3 is a bucket), and never M=2: 1 and 2 are both
+    buckets of the default list. Buckets of one M in the table, left out of the layout choice and its
+    check, which weigh the buckets themselves."""
+    ms = set(ms)
+    edges = set()
+    for m in sorted(ms):
+        if m > 2 and m - 1 in ms and m - 1 not in edges:
+            edges.add(m)
+    return edges
+
+
 def is_edge_key(m: int, ms) -> bool:
-    """Whether a key at ``m`` times a bucket's smallest M, by the keys ``ms`` stored beside it: one past a
-    stored key. M=2 is none: 1 and 2 are both buckets of the default list, so 2 is one past a key without
-    being bucket 4's smallest M (3)."""
-    return m > 2 and m - 1 in ms
+    """Whether a key at ``m`` times a bucket's smallest M, by the keys ``ms`` stored beside it
+    (``edge_keys``)."""
+    return m in edge_keys(set(ms) | {m})
 
 
 def bucket_edge(ms: list[int], i: int) -> int | None:
     """The key below bucket ``ms[i]`` (``ms`` sorted, distinct) where it times that bucket's smallest M
-    (``is_edge_key``), in a bucket that holds more M than that and its own; None where there is none."""
+    (``edge_keys``), in a bucket that holds more M than that and its own; None where there is none."""
     if i < 1:
         return None
     edge = ms[i - 1]
-    return edge if is_edge_key(edge, ms) and ms[i] - edge >= 2 else None
-
-
-def edge_keys(ms) -> set[int]:
-    """The keys among ``ms`` that time another bucket's smallest M (``bucket_edge``): buckets of one M in the
-    table, left out of the layout choice and its check, which weigh the buckets themselves."""
-    ms = sorted(ms)
-    return {edge for i in range(len(ms)) if (edge := bucket_edge(ms, i)) is not None}
+    return edge if edge in edge_keys(ms) and ms[i] - edge >= 2 else None
 
 
 def parse_ms(spec: str | None) -> list[int]:
