@@ -416,3 +416,35 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
     assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
     assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
     assert relative_error(outs[True][0], ref) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant_id", ["rsmma.bm32.bn64.bk128.sk1.w4.s4.c3", "rsmma.bm64.bn64.bk128.sk2.w4.s8.skew3",
+                                        "rsmma.bm64.bn64.bk128.sk2.w4.s8", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2",
+                                        "rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"])
+@pytest.mark.parametrize("rows_past", [1, 7, 8, 9, 15])
+@pytest.mark.parametrize("layout", ["base", "frag32"])
+def test_rsmma_shifted_last_token_tile_stores_only_its_own_rows(variant_id, rows_past, layout):
+    """Where M >= BM, a last token tile that M fills in part reads A from row M - BM (dqmma.token_origin):
+    its rows below its own first token are its neighbour's, computed again and masked. At M = 2 BM - r the
+    first tile's rows must hold the very bits of a launch at M = 2 BM (the same tile, the same sums). With
+    stream-K the two tiles sum in different orders, so a store of the neighbour's copy would break them;
+    with fixed splits both copies have the same bits, and there the check is that they are right. The last
+    tile's rows must match the reference, and C's row past M stay untouched (C NaN-filled, one row longer
+    than M), with every reduction (one split, register and staged splits, skew, stream-K). Below BM the one
+    tile's box starts at row 0 as before (M = BM - r)."""
+    import torch
+
+    from tunesearch.variants import Variant, matmul
+
+    variant = Variant.from_id(variant_id)
+    bm = variant["BM"]
+    a, packed, scales, ref = _rsmma_operands(2 * bm, 4096, 520, layout, seed=22)
+    full = matmul(a, packed, scales, variant, 128)
+    for M in (2 * bm - rows_past, bm - rows_past):  # rows_past < BM for every variant here
+        out = torch.full((M + 1, 520), float("nan"), dtype=torch.float16, device="cuda")
+        got = matmul(a[:M], packed, scales, variant, 128, out=out[:M])
+        assert torch.isfinite(got).all() and relative_error(got, ref[:M]) < 2e-3
+        assert torch.isnan(out[M]).all()
+        if M > bm:
+            assert torch.equal(got[:bm], full[:bm])

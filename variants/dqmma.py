@@ -148,6 +148,15 @@ def _first_cta(u, units, ctas):
 
 
 @gluon.jit
+def token_origin(pid_m, BM: gl.constexpr, M):
+    """rsmma's first token of token tile pid_m's A box: pid_m BM, but M - BM for a last tile that M fills in
+    part where M >= BM, so that the box lies inside A: the TMA fills a box's rows past A's edge with zeros,
+    slowly (NOTES.md rows 85-86: 32-token tiles took 28.1 us at M=33 against 17.3 at M=64). Such a tile's
+    rows below pid_m BM are its neighbour's: computed again, not stored (``_tile_epilogue``)."""
+    return gl.maximum(gl.minimum(pid_m * BM, M - BM), 0)
+
+
+@gluon.jit
 def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks, tiles_n, units, ctas,
                    SPLIT_K: gl.constexpr, MAX_PARTS: gl.constexpr, TRANSPOSED: gl.constexpr = False,
                    PAIRED_ROWS: gl.constexpr = False, SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False):
@@ -172,9 +181,10 @@ def _tile_epilogue(acc, u, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, 
     else:
         rank = gl.program_id(1)
         parts = split_parts(blocks, SPLIT_K, SKEW)
-    if TRANSPOSED:
-        store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, tile, rank,
-                   parts, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
+    if TRANSPOSED:  # C from the tile's own first token (lo): the box's rows below it, if shifted, masked
+        lo = pid_m * BM
+        store_tile(acc, c_ptr + lo * stride_cm, pid_n * BN, token_origin(pid_m, BM, M) - lo, N, M - lo, stride_cn,
+                   stride_cm, ws_ptr, lock_ptr, tile, rank, parts, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     else:
         store_tile(acc, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, ws_ptr, lock_ptr, tile, rank,
                    parts, MAX_PARTS, False, OWNER_FIRST)
@@ -253,8 +263,10 @@ def store_tile(acc, c_ptr, row0, col0, n_rows, n_cols, stride_row, stride_col, w
 
 @gluon.jit
 def _store_c(values, c_ptr, row, col, n_rows, n_cols, stride_row, stride_col):
-    """``values`` (fp32) into C as fp16 at rows ``row`` and columns ``col`` (broadcast), the rest masked."""
-    gl.store(c_ptr + row * stride_row + col * stride_col, values.to(gl.float16), mask=(row < n_rows) & (col < n_cols))
+    """``values`` (fp32) into C as fp16 at rows ``row`` and columns ``col`` (broadcast), the rest masked
+    (negative columns too: rsmma's shifted token tile, ``token_origin``)."""
+    gl.store(c_ptr + row * stride_row + col * stride_col, values.to(gl.float16),
+             mask=(row < n_rows) & (col >= 0) & (col < n_cols))
 
 
 @gluon.jit

@@ -58,7 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
 from .dqmma import (_next_unit, _tile_epilogue, _unit, split_arrive, split_parts, stream_k_segment,
-                    stream_k_segments)
+                    stream_k_segments, token_origin)
 
 LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to the MMA warps
 # PARTS, what a launch does: the family launches ALL_PARTS; benchmarks/experiments/rsmma_anatomy.py times
@@ -312,7 +312,9 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         k = kb * BK
         if PARTS & A_COPY:
             mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [pid_m * BM, k], bar, a_smem.index(s))
+            # a last tile that M fills in part starts at M - BM where it can (token_origin): no rows past A
+            tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
+                                            a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
         if BASE:  # the base layout's box [BK/8, BN]
@@ -388,14 +390,18 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     ], [1], [LOAD_REGS])
     if SPLIT_K == 1 and STAGED_C and STAGES * BK >= BN:  # the whole tile here, the ring drained: staged
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
-        _store_tile_staged(acc, a_smem, c_ptr, pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, PAIRED_ROWS)
+        lo = pid_m * BM  # C from the tile's own first token: a shifted box's rows below it are masked
+        _store_tile_staged(acc, a_smem, c_ptr + lo * stride_cm, token_origin(pid_m, BM, M) - lo, pid_n * BN, M - lo,
+                           N, stride_cm, stride_cn, PAIRED_ROWS)
     elif SPLIT_K > 1 and STAGED_SPLIT:  # the split reduction's reads through the drained ring
         gl.static_assert(STAGES * BK >= 2 * BN, "the ring holds one fp32 partial of the tile")
         if n_units > 0:
             pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
             parts = split_parts(blocks, SPLIT_K, SKEW)
-            _reduce_staged(acc, a_smem, c_ptr, ws_ptr, lock_ptr, u0 // blocks, gl.program_id(1), parts,
-                           pid_m * BM, pid_n * BN, M, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
+            lo = pid_m * BM
+            _reduce_staged(acc, a_smem, c_ptr + lo * stride_cm, ws_ptr, lock_ptr, u0 // blocks, gl.program_id(1),
+                           parts, token_origin(pid_m, BM, M) - lo, pid_n * BN, M - lo, N, stride_cm, stride_cn,
+                           MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
     elif SPLIT_K != 0:
         if n_units > 0:  # C^T's tile [BN, BM] into C [M, N]
             _tile_epilogue(acc, u0 + n_units - 1, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn, blocks,
@@ -510,7 +516,7 @@ def _store_tile_staged(acc, ring, c_ptr, row0, col0, M, N, stride_cm, stride_cn,
     cols = gl.arange(0, BN, layout=gl.SliceLayout(0, ROWS))
     row = gl.expand_dims(row0 + rows, 1)
     col = gl.expand_dims(col0 + cols, 0)
-    gl.store(c_ptr + row * stride_cm + col * stride_cn, tile, mask=(row < M) & (col < N))
+    gl.store(c_ptr + row * stride_cm + col * stride_cn, tile, mask=(row >= 0) & (row < M) & (col < N))
 
 
 def word_layout(BK: int, num_warps: int):
