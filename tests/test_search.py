@@ -288,7 +288,7 @@ def test_the_next_larger_buckets_winners_are_timed_right_after_the_former_best(t
 def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     """A key one past a stored key is a bucket's smallest M (``--m edges``): the export picks for the bucket
     among the variants timed at both, so its search starts with the bucket's EDGE_CANDIDATES fastest, where
-    an ordinary key takes the next larger bucket's two."""
+    an ordinary key takes the next larger bucket's two; then the bucket below's fastest."""
     from tunesearch.search import EDGE_CANDIDATES, key_seeds
 
     store = Store(f"sqlite:///{tmp_path}/s.db")
@@ -302,8 +302,10 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     edge = KeySearch(store, Landscape(spread[0].id), k49, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
     assert key_seeds(store, k49, [49, 64], edge)[:2] == fastest[:2]  # no key at 48 yet: an ordinary key
     at48 = KeySearch(store, Landscape(spread[0].id), k48, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
-    at48.enqueue(spread[:1])
+    below = next(v for v in spread[8:] if v in edge.valid)  # not timed at 64
+    at48.enqueue([below])
     at48.run(1, deadline=time.time() + 120)
-    seeds = key_seeds(store, k49, [48, 49, 64], edge)
+    seeds = key_seeds(store, k49, [33, 49], edge)  # `--m edges` sweeps the edges alone: 48 is no neighbour
     want = [v for v in fastest if v in edge.valid][:EDGE_CANDIDATES]
     assert len(want) == EDGE_CANDIDATES and seeds[:EDGE_CANDIDATES] == want
+    assert seeds[EDGE_CANDIDATES] == below

@@ -440,6 +440,7 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
 
 
 EDGE_CANDIDATES = 5  # the bucket's fastest variants a sweep of its smallest M times first
+EDGE_BELOW = 2  # then the bucket below's: their token tiles fit in the smallest M (see key_seeds)
 
 
 def covering_winners(store: Store, key: Key, families, limit: int = 2, best=None) -> list[Variant]:
@@ -454,8 +455,14 @@ def covering_winners(store: Store, key: Key, families, limit: int = 2, best=None
                      == (key.gpu, key.n, key.k, key.group_size, key.layout) and t.m > key.m})
     if not larger:
         return []
-    cover = Key(key.gpu, larger[0], key.n, key.k, key.group_size, key.layout)
-    timed = [t for t in store.trials(cover, status="ok") if t.family in families]
+    return winners_at(store, key, larger[0], families, limit)
+
+
+def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Variant]:
+    """The ``limit`` fastest distinct variants stored at M=``m`` of this key's shape, layout and GPU, of
+    the families searched here."""
+    at = Key(key.gpu, m, key.n, key.k, key.group_size, key.layout)
+    timed = [t for t in store.trials(at, status="ok") if t.family in families]
     return _distinct_variants((t.variant_id for t in sorted(timed, key=lambda t: t.us)), limit)
 
 
@@ -473,6 +480,10 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
               == (key.gpu, key.n, key.k, key.group_size, key.layout)}
     edge = is_edge_key(key.m, stored)
     covering = covering_winners(store, key, search.by_family, limit=EDGE_CANDIDATES if edge else 2, best=best)
+    if edge:  # and the bucket below's fastest: their token tiles are at most that M, so where the bucket's
+        # larger tiles leave rows past M (below BM rsmma's box still has them: NOTES.md row 87; 4096x22016
+        # M=33 took 46.8 us with the five 64-token tiles of bucket 48, 18.9 at M=32) these have none
+        covering += winners_at(store, key, key.m - 1, search.by_family, EDGE_BELOW)
     seeds = (former[:1] + covering + former[1:]
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid]
