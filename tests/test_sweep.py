@@ -1,5 +1,7 @@
 """The whole pipeline on CPU: a tiny sweep under TRITON_INTERPRET=1 with the test-only
 interpreter measurer (its 'timings' are interpreter wall times, meaningless as speed)."""
+import time
+
 import optuna
 import pytest
 from typer.testing import CliRunner
@@ -114,6 +116,41 @@ def test_time_budget_stops_the_sweep(tmp_path, interp):
     store = Store(f"sqlite:///{tmp_path}/ts.db")
     result = run_sweep(store, tiny(time_budget=1e-6))
     assert result.status == "budget" and result.trials_run == 0
+
+
+def test_a_time_budget_is_shared_out_over_the_keys_left(tmp_path, interp, monkeypatch):
+    """Each key searches until an equal share of what is left of the budget (``key_deadline``), counting
+    only keys a resumed sweep has still to search; a key that ends early leaves its time to the rest."""
+    from tunesearch.search import KeySearch
+
+    store = Store(f"sqlite:///{tmp_path}/ts.db")
+    first = SweepSettings(shapes=[(256, 72)], ms=[1], group_size=64, trials=4, interpret_test=True)
+    assert run_sweep(store, first).trials_run == 4  # M=1 done: a resume leaves it out
+    until = []
+    monkeypatch.setattr(KeySearch, "run", lambda self, trials, deadline, *a, **kw: until.append(deadline) or 0)
+    start = time.time()
+    result = run_sweep(store, SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 9], group_size=64, trials=4,
+                                            interpret_test=True, time_budget=90))
+    assert len(until) == 3  # M=3, 5 and 9
+    end = until[-1]  # the last key's share is all that is left: the budget's end, 90 s after the sweep began
+    assert 90 <= end - start < 95
+    assert 56 < end - until[0] <= 60.01  # M=3 stops a third of the way: M=1 is not counted
+    assert 42 < end - until[1] <= 45.01  # M=5 half of the rest (M=3 ended at once)
+    assert result.status == "done"
+
+
+def test_key_deadline_and_the_queued_keys_left():
+    import queue
+
+    from tunesearch.sweep import _queued_keys_left, key_deadline
+
+    assert key_deadline(100.0, 190.0, 3) == 130.0
+    assert key_deadline(100.0, 90.0, 3) == 100.0  # past the budget: nothing left
+    assert key_deadline(100.0, float("inf"), 3) == float("inf")
+    q = queue.Queue()
+    for item in [*range(7), None, None]:  # 7 keys and the two workers' stop sentinels
+        q.put(item)
+    assert _queued_keys_left(q, 2) == 4  # this key and 7 more over two GPUs, rounded up
 
 
 def test_cli_sweep_show_export(tmp_path, interp, monkeypatch):

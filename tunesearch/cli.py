@@ -104,7 +104,8 @@ def sweep(
         "swept after the buckets, so that the export picks per bucket what holds over all of it")),
     group_size: int = typer.Option(128, help="quantization group size along K"),
     trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
-    time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m"),
+    time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m: each key "
+                                               "searches for an equal share of what is left"),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
     fresh: bool = typer.Option(False, help="forget stored trials of these keys and measure again"),
     workers: Optional[int] = typer.Option(None, help="parallel compile workers (default: CPU cores - 1)"),
