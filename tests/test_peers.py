@@ -73,3 +73,40 @@ def test_bench_checkpoints_every_row_so_an_interrupted_run_keeps_them(tmp_path, 
     done = benchmark.run_bench(mm, [(64, 32)], [1, 2, 4, 8], log=lambda r: None, checkpoint=save)
     assert done["complete"] is True and done["python_overhead_us"] == {"dispatch": 1.0}
     assert [r["M"] for r in json.loads(out.read_text())["rows"]] == [1, 2, 4, 8]
+
+
+def test_an_interrupted_bench_prints_the_table_of_its_rows(tmp_path, monkeypatch):
+    """`timeout` stops a bench with SIGTERM: the command prints the table of the rows it measured (its
+    JSON has them, complete: false) and exits 130; `tunesearch bench-table` prints the same from the JSON."""
+    import json
+    import os
+    import signal
+
+    from typer.testing import CliRunner
+
+    from tunesearch import benchmark, dispatch, gpu
+    from tunesearch.cli import app
+
+    monkeypatch.setattr(gpu, "require_cuda", lambda: None)
+    monkeypatch.setattr(dispatch, "load_dispatch", lambda *a, **kw: None)
+
+    def run_bench(mm, shapes, ms, group_size, peers, checkpoint, log):
+        partial = dict(rows=[row(tinygemm_us=7.1)], complete=False)
+        checkpoint(partial)
+        os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` does, mid-row
+        raise AssertionError("SIGTERM did not interrupt the bench")
+
+    monkeypatch.setattr(benchmark, "run_bench", run_bench)
+    out = tmp_path / "b.json"
+    result = CliRunner().invoke(app, ["bench", "--out", str(out), "--plot", ""])
+    assert result.exit_code == 130, result.output
+    assert "interrupted after 1 rows" in result.output and "| 4096×4096 | 1 | 8.0 |" in result.output
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+    assert json.loads(out.read_text())["complete"] is False
+
+    table = CliRunner().invoke(app, ["bench-table", str(out), str(out)])
+    assert table.exit_code == 0, table.output
+    assert "an interrupted run (1 rows)" in table.output
+    assert table.output.count("| 4096×4096 | 1 | 8.0 |") == 2 and "tinygemm µs" in table.output
+    bad = CliRunner().invoke(app, ["bench-table", str(tmp_path / "none.json")])
+    assert bad.exit_code == 2 and "not a bench result" in bad.output

@@ -1,7 +1,10 @@
 """The command line: thin typer commands over the library."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -17,6 +20,24 @@ DB_HELP = "SQLAlchemy URL of the store (default: $TUNESEARCH_DB or sqlite:///tun
 def _fail(message: str, code: int = 2):
     console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (``timeout``, a batch system's stop) raises KeyboardInterrupt in here, as Ctrl-C does, so
+    that a long command can say what it has done before it exits; the former handler is put back after."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        former = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, former)
 
 
 def _open_store(db):
@@ -298,15 +319,51 @@ def bench(
     except (ValueError, DispatchError) as exc:
         _fail(str(exc))
     # the JSON is rewritten after every row (complete: false until the end): a run cut short keeps
-    # what it measured
-    result = run_bench(mm, shape_list, ms, group_size, peers,
-                       log=lambda r: console.print(f"{r['K']}x{r['N']} M={r['M']}: {r['tunesearch_us']:.1f} us"),
-                       checkpoint=lambda partial: write_results(partial, out))
+    # what it measured, and prints the table of it (`timeout` sends SIGTERM: taken as an interrupt)
+    measured = {"rows": []}
+
+    def checkpoint(partial):
+        measured.update(partial)
+        write_results(partial, out)
+
+    try:
+        with _sigterm_interrupts():
+            result = run_bench(mm, shape_list, ms, group_size, peers, checkpoint=checkpoint, log=_bench_line)
+    except KeyboardInterrupt:
+        console.print(f"interrupted after {len(measured['rows'])} rows; they are in {out} (complete: false)",
+                      highlight=False, soft_wrap=True)
+        if measured["rows"]:
+            print(markdown_table(measured))
+        raise typer.Exit(130)
     write_results(result, out, plot or None)
     print(markdown_table(result))
     o = result["python_overhead_us"]
     print(f"\nhost time per call (M=1): dispatch {o['dispatch']:.1f} us, Triton's own launch of the same "
           f"kernel {o['triton_launch']:.1f} us (difference {o['overhead']:+.1f} us)")
+
+
+def _bench_line(row):
+    console.print(f"{row['K']}x{row['N']} M={row['M']}: {row['tunesearch_us']:.1f} us")
+
+
+@app.command("bench-table")
+def bench_table(results: list[str] = typer.Argument(..., help="bench JSON files (`tunesearch bench --out`)")):
+    """Print the markdown table of bench results, one file's rows after another's: a run cut short, or
+    several runs side by side. Each row keeps its own run's fp16 and peers."""
+    import json
+
+    from tunesearch.benchmark import markdown_table
+
+    rows = []
+    for path in results:
+        try:
+            data = json.loads(Path(path).read_text())
+            rows += data["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _fail(f"{path}: not a bench result ({type(exc).__name__}: {exc})")
+        if not data.get("complete", True):
+            console.print(f"{path}: an interrupted run ({len(data['rows'])} rows)", highlight=False, soft_wrap=True)
+    print(markdown_table({"rows": rows}))
 
 
 @app.command("check-model")
