@@ -160,7 +160,7 @@ def test_cli_sweep_show_export(tmp_path, interp, monkeypatch):
     r = runner.invoke(app, ["sweep", "--interpret-test", "--shapes", "256x72", "--m", "1,3",
                             "--group-size", "64", "--trials", "3", "--db", db])
     assert r.exit_code == 0, r.output
-    assert "6 new trials" in r.output
+    assert "6 new trials" in r.output  # M=1 and 3: no edge (2 is a bucket's M)
     r = runner.invoke(app, ["show", "--db", db, "--plot", str(tmp_path / "roof.png")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "roof.png").stat().st_size > 1000
@@ -238,17 +238,48 @@ def test_store_uses_wal_on_sqlite(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
+def test_edges_sweep_each_buckets_smallest_m_with_few_trials():
+    from tunesearch.shapes import DEFAULT_M_BUCKETS
+    from tunesearch.sweep import EDGE_TRIALS
+
+    default = SweepSettings(shapes=[(256, 72)], ms=list(DEFAULT_M_BUCKETS), edges=True)
+    assert default.edge_ms == [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 2049]
+    assert default.key_trials(3) == EDGE_TRIALS < default.trials == default.key_trials(4)
+    assert SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5], edges=True).edge_ms == [4]  # 2 is a bucket's M
+    assert SweepSettings(shapes=[(256, 72)], ms=[2, 8]).edge_ms == []  # edges=False: the library's default
+
+
+@pytest.mark.parametrize("args, edge_ms", [
+    ([], [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 2049]),  # the default buckets
+    (["--no-edges"], []),
+    (["--m", "2,8"], []),  # a list of M: as given (scripts sweep edges of their own)
+    (["--m", "2,8", "--edges"], [3]),
+    (["--m", "edges", "--edges"], []),  # the edges alone: no edges of edges
+])
+def test_cli_sweeps_the_buckets_smallest_m_by_default(tmp_path, monkeypatch, args, edge_ms):
+    from tunesearch import sweep
+    from tunesearch.sweep import SweepResult
+
+    swept = []
+    monkeypatch.setattr(sweep, "run_sweep", lambda store, settings, *a, **kw:
+                        swept.append(settings) or SweepResult("fake", 0.0, 0, 0, "done"))
+    r = CliRunner().invoke(app, ["sweep", "--interpret-test", "--db", f"sqlite:///{tmp_path}/x.db", *args])
+    assert r.exit_code == 0, r.output
+    assert swept[0].edge_ms == edge_ms
+
+
 def test_a_sweep_of_the_buckets_smallest_m_gives_the_export_its_choice(tmp_path, interp):
-    """The buckets, then a key at bucket 8's smallest M (3: one past bucket 2): that key times bucket 8's
-    variants first, and the export picks bucket 8's variant among those timed at both and records its time
-    at M=3."""
+    """The buckets, then (``edges``) a key at bucket 8's smallest M (3: one past bucket 2): that key times
+    bucket 8's variants first, and the export picks bucket 8's variant among those timed at both and
+    records its time at M=3."""
     from tunesearch.export import build_table
     from tunesearch.search import key_space
 
     url = f"sqlite:///{tmp_path}/ts.db"
-    for ms in ([2, 8], [3]):
-        settings = SweepSettings(shapes=[(256, 72)], ms=ms, group_size=64, trials=3, interpret_test=True)
-        assert run_sweep(Store(url), settings).status == "done"
+    settings = SweepSettings(shapes=[(256, 72)], ms=[2, 8], group_size=64, trials=3, interpret_test=True,
+                             edges=True)
+    assert settings.all_ms == [2, 8, 3] and settings.key_trials(3) == 3  # min(trials, EDGE_TRIALS)
+    assert run_sweep(Store(url), settings).status == "done"
     store = Store(url)
     at = {m: {t.variant_id: t.us for t in store.trials(Key("interpreter-test", m, 72, 256, 64), status="ok")}
           for m in (3, 8)}

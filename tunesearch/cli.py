@@ -70,7 +70,7 @@ class _Progress:
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), TimeRemainingColumn(), console=console)
         self.tasks = {}
-        self.ms = settings.ms
+        self.ms = settings.all_ms
         self.layouts = set()
         self.trials = 0
 
@@ -121,8 +121,11 @@ def sweep(
     gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
     shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b) or KxN,KxN"),
     m: Optional[str] = typer.Option(None, "--m", help=(
-        "M buckets, e.g. 1,4,16 (default: 1..4096, 19 buckets), or 'edges': each default bucket's smallest M, "
-        "swept after the buckets, so that the export picks per bucket what holds over all of it")),
+        "M buckets, e.g. 1,4,16 (default: 1..4096, 19 buckets), or 'edges': each default bucket's smallest M "
+        "alone (--edges sweeps them after the buckets)")),
+    edges: Optional[bool] = typer.Option(None, "--edges/--no-edges", help=(
+        "after the buckets, each bucket's smallest M too (the bucket below + 1), with a few trials, so that the "
+        "export picks per bucket what holds over all of it (default: with the default buckets, not with --m)")),
     group_size: int = typer.Option(128, help="quantization group size along K"),
     trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
     time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m: each key "
@@ -145,6 +148,7 @@ def sweep(
 
     try:
         settings = SweepSettings(shapes=parse_shapes(shapes), ms=parse_ms(m), group_size=group_size,
+                                 edges=(m is None) if edges is None else edges and (m or "").strip() != "edges",
                                  trials=trials, time_budget=_parse_budget(time_budget), fresh=fresh,
                                  workers=workers, seed=seed, interpret_test=interpret_test,
                                  trial_timeout=trial_timeout,
@@ -178,7 +182,7 @@ def sweep(
             for dev, n, status, err in results:
                 console.print(f"GPU {dev}: {n} trials, {status}" + (f": {err}" if err else ""))
             best = store.best_trials()
-            print_best([t for t in best if (t.k, t.n) in settings.shapes and t.m in settings.ms],
+            print_best([t for t in best if (t.k, t.n) in settings.shapes and t.m in settings.all_ms],
                        "best per key")
             if any(status == "crashed" for _, _, status, _ in results):
                 raise typer.Exit(1)

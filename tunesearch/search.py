@@ -494,7 +494,7 @@ def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4, 
     shapes, this key on another GPU (``best``: as ``covering_winners``)."""
     best = store.best_trials() if best is None else best
     idx = buckets.index(key.m) if key.m in buckets else None
-    adjacent = {buckets[i] for i in (idx - 1, idx + 1) if idx is not None and 0 <= i < len(buckets)}
+    adjacent = set() if idx is None else {buckets[i] for i in (idx - 1, idx + 1) if 0 <= i < len(buckets)}
     ranked = []
     for t in best:
         if t.group_size != key.group_size or t.layout != key.layout:

@@ -9,10 +9,13 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
-from .search import (FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies, family_code,
-                     initial_queue, key_seeds, key_space)
+from .search import (EDGE_BELOW, EDGE_CANDIDATES, FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version,
+                     delete_studies, family_code, initial_queue, key_seeds, key_space)
+from .shapes import bucket_edges
 
 log = logging.getLogger("tunesearch")
+
+EDGE_TRIALS = EDGE_CANDIDATES + EDGE_BELOW + 1  # a bucket's smallest M: its seeds and one guided trial
 
 
 @dataclass
@@ -32,6 +35,9 @@ class SweepSettings:
     # weight layouts to time each key in (None: base, and frag32 where its families run: an sm_90 GPU);
     # the export then keeps one layout per shape (export.choose_layout)
     layouts: tuple[str, ...] | None = None
+    # after every bucket, each bucket's smallest M as a key of its own (shapes.bucket_edges), with at most
+    # EDGE_TRIALS trials: the export then picks per bucket what holds over all of it (edge_aware_picks)
+    edges: bool = False
 
     def __post_init__(self):
         from tunesearch.variants.layout import LAYOUTS
@@ -54,7 +60,24 @@ class SweepSettings:
                     trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
                     seed=self.seed, interpret_test=self.interpret_test, part=list(self.part),
                     trial_timeout=self.trial_timeout, families=list(self.families or []) or None,
-                    layouts=list(self.layouts or []) or None)
+                    layouts=list(self.layouts or []) or None, edges=self.edges)
+
+    @property
+    def edge_ms(self) -> list[int]:
+        """The buckets' smallest M this sweep adds after them (``edges``), those not buckets already and
+        above M=2 (shapes.edge_keys: 2 is a bucket's M)."""
+        return [m for m in bucket_edges(self.ms) if m not in self.ms and m > 2] if self.edges else []
+
+    @property
+    def all_ms(self) -> list[int]:
+        """Every M this sweep times: the buckets, then their smallest M (``edge_ms``)."""
+        return list(self.ms) + self.edge_ms
+
+    def key_trials(self, m: int) -> int:
+        """Trials for a key at M=``m``: ``trials``, or at most EDGE_TRIALS at a bucket's smallest M. Its
+        seeds (the bucket's and the bucket below's fastest, search.key_seeds) are what the export chooses
+        among; more trials there find variants the bucket never timed."""
+        return min(self.trials, EDGE_TRIALS) if m in self.edge_ms else self.trials
 
 
 @dataclass
@@ -182,13 +205,14 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     deadline = t0 + settings.time_budget if settings.time_budget else float("inf")
     limits = DeviceLimits.of(device) if device is not None and not settings.interpret_test else None
     layouts = sweep_layouts(settings, limits)
+    # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
     keys = [Key(info.name, m, n, k, settings.group_size, layout)
-            for k, n in settings.shapes for m in settings.ms for layout in layouts]
+            for ms in (settings.ms, settings.edge_ms) for k, n in settings.shapes for m in ms for layout in layouts]
     trials_run, status, keys_seen, short = 0, "done", 0, False
     pending = None  # keys of this worker's static share still to search (the time budget's shares)
     if key_queue is None and deadline != float("inf"):
         pending = sum(1 for key in _dealt_keys(keys, settings, None) if settings.fresh
-                      or not _key_done(store, key, settings.trials, code, limits, settings.families))
+                      or not _key_done(store, key, settings.key_trials(key.m), code, limits, settings.families))
     try:
         for key in _dealt_keys(keys, settings, key_queue):
             keys_seen += 1
@@ -200,7 +224,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 delete_studies(key, storage)
             if progress:
                 progress.start_key(key)
-            if not settings.fresh and _key_done(store, key, settings.trials, code, limits, settings.families):
+            trials = settings.key_trials(key.m)
+            if not settings.fresh and _key_done(store, key, trials, code, limits, settings.families):
                 if progress:
                     progress.end_key(key)
                 continue
@@ -216,16 +241,15 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             search.enqueue(initial_queue(key_seeds(store, key, settings.ms, search),
                                          spread_variants(key.m, key.n, key.k, key.group_size, limits,
                                                          layout=key.layout),
-                                         settings.trials, len(search.space)))
+                                         trials, len(search.space)))
             keys_left = pending if pending is not None else (
                 _queued_keys_left(key_queue, settings.part[1]) if key_queue is not None else 1)
             until = key_deadline(time.time(), deadline, keys_left)
-            trials_run += search.run(settings.trials, until, compiler,
+            trials_run += search.run(trials, until, compiler,
                                      on_trial=progress.trial if progress else None)
             if pending is not None:
                 pending = max(1, pending - 1)
-            if time.time() >= until and not _key_done(store, key, settings.trials, code, limits,
-                                                      settings.families):
+            if time.time() >= until and not _key_done(store, key, trials, code, limits, settings.families):
                 short = True  # its share ran out before its trials
             measurer.release()
             if progress:
@@ -244,7 +268,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
         if compiler:
             compiler.close()
     best = [t for t in store.best_trials(info.name)
-            if (t.k, t.n) in set(settings.shapes) and t.m in settings.ms and t.group_size == settings.group_size]
+            if (t.k, t.n) in set(settings.shapes) and t.m in settings.all_ms and t.group_size == settings.group_size]
     return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
                        worker_restarts=measurer.restarts)
 
@@ -295,7 +319,7 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
         settings = SweepSettings(**{**settings.__dict__, "layouts": layouts})
     ctx = multiprocessing.get_context("spawn")
     events, key_queue = ctx.Queue(), ctx.Queue()
-    for i in range(len(settings.shapes) * len(settings.ms) * len(settings.layouts or ("base",))):
+    for i in range(len(settings.shapes) * len(settings.all_ms) * len(settings.layouts or ("base",))):
         key_queue.put(i)
     for _ in devices:
         key_queue.put(None)  # one stop sentinel per worker
