@@ -289,7 +289,7 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     """A key one past a stored key is a bucket's smallest M (``--m edges``): the export picks for the bucket
     among the variants timed at both, so its search starts with the bucket's EDGE_CANDIDATES fastest, where
     an ordinary key takes the next larger bucket's two; then the bucket below's fastest."""
-    from tunesearch.search import EDGE_CANDIDATES, key_seeds
+    from tunesearch.search import EDGE_CANDIDATES, EDGE_SEEDS, initial_queue, key_seeds
 
     store = Store(f"sqlite:///{tmp_path}/s.db")
     N, K = 11008, 4096
@@ -309,3 +309,7 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     want = [v for v in fastest if v in edge.valid][:EDGE_CANDIDATES]
     assert len(want) == EDGE_CANDIDATES and seeds[:EDGE_CANDIDATES] == want
     assert seeds[EDGE_CANDIDATES] == below
+    # all of them are timed, whatever the key's trials (at 6 a key, half of them went to only 3 seeds)
+    assert initial_queue(seeds, [], trials=6, space_size=len(edge.space), least=EDGE_SEEDS) == seeds[:6]
+    assert initial_queue(seeds, [], trials=10, space_size=len(edge.space), least=EDGE_SEEDS) == seeds[:EDGE_SEEDS]
+    assert len(initial_queue(seeds, [], trials=6, space_size=len(edge.space))) == 3  # an ordinary key: half

@@ -380,10 +380,12 @@ def delete_studies(key: Key, storage) -> int:
 SEED_SHARE = 0.5
 
 
-def initial_queue(neighbours: list[Variant], spread: list[Variant], trials: int, space_size: int) -> list[Variant]:
+def initial_queue(neighbours: list[Variant], spread: list[Variant], trials: int, space_size: int,
+                  least: int = 0) -> list[Variant]:
     """What a key's search measures first: neighbours' winners, then the spread points (round by
-    round over the families), together at most SEED_SHARE of the key's budget, repeats dropped."""
-    quota = max(1, math.ceil(SEED_SHARE * min(trials, space_size)))
+    round over the families), together at most SEED_SHARE of the key's budget, or ``least`` of them where
+    that is more (a bucket's smallest M: EDGE_SEEDS), repeats dropped."""
+    quota = max(1, math.ceil(SEED_SHARE * min(trials, space_size)), min(least, trials, space_size))
     return list(dict.fromkeys(neighbours + spread))[:quota]
 
 
@@ -441,6 +443,10 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
 
 EDGE_CANDIDATES = 5  # the bucket's fastest variants a sweep of its smallest M times first
 EDGE_BELOW = 2  # then the bucket below's: their token tiles fit in the smallest M (see key_seeds)
+# a bucket's smallest M times all its seeds (its best former winner, then those) whatever its share of
+# trials: the export chooses the bucket's variant among those timed at both M (the _s41 edge sweep, 6
+# trials a key, timed only the first 3 of them)
+EDGE_SEEDS = 1 + EDGE_CANDIDATES + EDGE_BELOW
 
 
 def covering_winners(store: Store, key: Key, families, limit: int = 2, best=None) -> list[Variant]:

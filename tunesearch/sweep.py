@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from tunesearch.db import Key, Store
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
-from .search import (EDGE_BELOW, EDGE_CANDIDATES, FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version,
-                     delete_studies, family_code, initial_queue, key_seeds, key_space)
+from .search import (EDGE_SEEDS, FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies,
+                     family_code, initial_queue, key_seeds, key_space)
 from .shapes import bucket_edges
 
 log = logging.getLogger("tunesearch")
 
-EDGE_TRIALS = EDGE_CANDIDATES + EDGE_BELOW + 1  # a bucket's smallest M: its seeds and one guided trial
+EDGE_TRIALS = EDGE_SEEDS  # a bucket's smallest M (edges): its seeds, all timed (search.initial_queue)
 
 
 @dataclass
@@ -238,10 +238,11 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
+            at_edge = key.m in settings.edge_ms or key.m in bucket_edges()  # also --m edges, or a list of them
             search.enqueue(initial_queue(key_seeds(store, key, settings.ms, search),
                                          spread_variants(key.m, key.n, key.k, key.group_size, limits,
                                                          layout=key.layout),
-                                         trials, len(search.space)))
+                                         trials, len(search.space), least=EDGE_SEEDS if at_edge else 0))
             keys_left = pending if pending is not None else (
                 _queued_keys_left(key_queue, settings.part[1]) if key_queue is not None else 1)
             until = key_deadline(time.time(), deadline, keys_left)
