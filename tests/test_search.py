@@ -279,8 +279,8 @@ def test_the_next_larger_buckets_winners_are_timed_right_after_the_former_best(t
     new = KeySearch(store, Landscape(former_best.id), k48, code="new", gpu_id=1, sweep_id=None, versions={}, seed=1)
     assert covering_winners(store, k48, new.by_family, limit=1) == [cover]
     assert covering_winners(store, k64, new.by_family) == []  # no larger bucket stored
-    seeds = key_seeds(store, k48, [48, 64], new)
-    assert seeds[:2] == [former_best, cover] and len(seeds) == len(set(seeds))
+    seeds, at_edge = key_seeds(store, k48, [48, 64], new)
+    assert not at_edge and seeds[:2] == [former_best, cover] and len(seeds) == len(set(seeds))
     assert spread[5] not in seeds[:3]
     assert initial_queue(seeds, spread, trials=10, space_size=len(new.space))[:2] == [former_best, cover]
 
@@ -300,12 +300,14 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     at64.run(8, deadline=time.time() + 120)
     fastest = [Variant.from_id(t.variant_id) for t in sorted(store.trials(k64, status="ok"), key=lambda t: t.us)]
     edge = KeySearch(store, Landscape(spread[0].id), k49, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
-    assert key_seeds(store, k49, [49, 64], edge)[:2] == fastest[:2]  # no key at 48 yet: an ordinary key
+    seeds, at_edge = key_seeds(store, k49, [49, 64], edge)
+    assert not at_edge and seeds[:2] == fastest[:2]  # no key at 48 yet: an ordinary key
     at48 = KeySearch(store, Landscape(spread[0].id), k48, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
     below = next(v for v in spread[8:] if v in edge.valid)  # not timed at 64
     at48.enqueue([below])
     at48.run(1, deadline=time.time() + 120)
-    seeds = key_seeds(store, k49, [33, 49], edge)  # `--m edges` sweeps the edges alone: 48 is no neighbour
+    seeds, at_edge = key_seeds(store, k49, [33, 49], edge)  # `--m edges` sweeps the edges alone: 48 is no neighbour
+    assert at_edge
     want = [v for v in fastest if v in edge.valid][:EDGE_CANDIDATES]
     assert len(want) == EDGE_CANDIDATES and seeds[:EDGE_CANDIDATES] == want
     assert seeds[EDGE_CANDIDATES] == below

@@ -472,12 +472,13 @@ def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Var
     return _distinct_variants((t.variant_id for t in sorted(timed, key=lambda t: t.us)), limit)
 
 
-def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> list[Variant]:
+def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> tuple[list[Variant], bool]:
     """What a key's search times first, in order, those its space holds: the best former winner (a kernel
     change is usually small), the next larger M's winners (``covering_winners``), the former
     winner's twins along later parameters and the other former winners, the other layouts' winners, then
     the neighbouring keys' winners. ``initial_queue`` cuts this to the seed share of the budget, so what
-    comes first is what a small budget still times."""
+    comes first is what a small budget still times. Also returns whether the key times a bucket's smallest
+    M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s ``least``)."""
     former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
     best = store.best_trials()  # one scan of the store for both
     # a bucket's smallest M (shapes.is_edge_key, as the export reads it): the bucket's fastest few first,
@@ -488,11 +489,11 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     covering = covering_winners(store, key, search.by_family, limit=EDGE_CANDIDATES if edge else 2, best=best)
     if edge:  # and the bucket below's fastest: their token tiles are at most that M, so where the bucket's
         # larger tiles leave rows past M (below BM rsmma's box still has them: NOTES.md row 87; 4096x22016
-        # M=33 took 46.8 us with the five 64-token tiles of bucket 48, 18.9 at M=32) these have none
+        # M=33 took 46.8 us with bucket 48's 64-token tiles, 18.9 at M=32) these have none
         covering += winners_at(store, key, key.m - 1, search.by_family, EDGE_BELOW)
     seeds = (former[:1] + covering + former[1:]
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
-    return [v for v in dict.fromkeys(seeds) if v in search.valid]
+    return [v for v in dict.fromkeys(seeds) if v in search.valid], edge
 
 
 def neighbour_seeds(store: Store, key: Key, buckets: list[int], limit: int = 4, best=None) -> list[Variant]:

@@ -238,10 +238,9 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
-            at_edge = key.m in settings.edge_ms or key.m in bucket_edges()  # also --m edges, or a list of them
-            search.enqueue(initial_queue(key_seeds(store, key, settings.ms, search),
-                                         spread_variants(key.m, key.n, key.k, key.group_size, limits,
-                                                         layout=key.layout),
+            seeds, at_edge = key_seeds(store, key, settings.ms, search)
+            search.enqueue(initial_queue(seeds, spread_variants(key.m, key.n, key.k, key.group_size, limits,
+                                                                layout=key.layout),
                                          trials, len(search.space), least=EDGE_SEEDS if at_edge else 0))
             keys_left = pending if pending is not None else (
                 _queued_keys_left(key_queue, settings.part[1]) if key_queue is not None else 1)
