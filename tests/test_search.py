@@ -315,3 +315,62 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     assert initial_queue(seeds, [], trials=6, space_size=len(edge.space), least=EDGE_SEEDS) == seeds[:6]
     assert initial_queue(seeds, [], trials=10, space_size=len(edge.space), least=EDGE_SEEDS) == seeds[:EDGE_SEEDS]
     assert len(initial_queue(seeds, [], trials=6, space_size=len(edge.space))) == 3  # an ordinary key: half
+
+
+
+class SlowCompiler:
+    """A compile pool whose round takes past the key's deadline (the clock below jumps)."""
+
+    def __init__(self, clock):
+        self.clock, self.rounds = clock, []
+
+    def compile(self, variant_ids, M, N, K, group_size):
+        self.rounds.append(list(variant_ids))
+        self.clock.now += 10.0
+        return {vid: None for vid in variant_ids}
+
+
+class Clock:
+    """search.time as the search reads it: the time stands still unless a test moves it."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def time(self):
+        return self.now
+
+
+def key_search(tmp_path, measurer):
+    s = KeySearch(Store(f"sqlite:///{tmp_path}/s.db"), measurer, Key("synthetic", 1, 4096, 4096, 128),
+                  code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    s.enqueue(spread_variants(1, 4096, 4096, 128))
+    return s
+
+
+def test_past_the_deadline_a_batch_measures_what_was_compiled_for_it(tmp_path, monkeypatch):
+    """A key whose share of a sweep's budget is shorter than one compile round still measures that
+    round (the default sweep on a cold cache left its first key with no trial), and no further round
+    starts."""
+    clock = Clock()
+    monkeypatch.setattr("tunesearch.search.time", clock)
+    m, compiler = Landscape("gemv.bm1.bn64.bk32.sk16.w8.s1"), SlowCompiler(clock)
+    s = key_search(tmp_path, m)
+    assert s.run(12, deadline=clock.now + 1.0, compiler=compiler, batch=4) == 4
+    assert len(compiler.rounds) == 1 and sorted(m.calls) == sorted(compiler.rounds[0])
+
+
+def test_past_the_deadline_without_a_compile_pool_a_key_measures_one_variant(tmp_path, monkeypatch):
+    """Where each measurement compiles its own kernel, a key past its deadline before its first
+    measurement measures one variant, and then stops."""
+    clock = Clock()
+    monkeypatch.setattr("tunesearch.search.time", clock)
+    m = Landscape("gemv.bm1.bn64.bk32.sk16.w8.s1")
+    s = key_search(tmp_path, m)
+    real_proposal = s._proposal
+
+    def slow_proposal(trial):  # the batch's asks take past the deadline
+        clock.now += 10.0
+        return real_proposal(trial)
+
+    monkeypatch.setattr(s, "_proposal", slow_proposal)
+    assert s.run(12, deadline=clock.now + 1.0, batch=4) == 1 and len(m.calls) == 1
