@@ -116,6 +116,7 @@ def test_time_budget_stops_the_sweep(tmp_path, interp):
     store = Store(f"sqlite:///{tmp_path}/ts.db")
     result = run_sweep(store, tiny(time_budget=1e-6))
     assert result.status == "budget" and result.trials_run == 0
+    assert result.keys == 0  # the summary's "over N keys": none was reached within the budget
 
 
 def test_a_time_budget_is_shared_out_over_the_keys_left(tmp_path, interp, monkeypatch):

@@ -215,10 +215,10 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                       or not _key_done(store, key, settings.key_trials(key.m), code, limits, settings.families))
     try:
         for key in _dealt_keys(keys, settings, key_queue):
-            keys_seen += 1
             if time.time() >= deadline:
                 status = "budget"
                 break
+            keys_seen += 1  # reached within the budget (the summary's "over N keys")
             if settings.fresh:
                 store.delete_trials(key)
                 delete_studies(key, storage)
