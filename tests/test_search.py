@@ -317,7 +317,6 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     assert len(initial_queue(seeds, [], trials=6, space_size=len(edge.space))) == 3  # an ordinary key: half
 
 
-
 class SlowCompiler:
     """A compile pool whose round takes past the key's deadline (the clock below jumps)."""
 
