@@ -140,6 +140,19 @@ def test_a_time_budget_is_shared_out_over_the_keys_left(tmp_path, interp, monkey
     assert result.status == "done"
 
 
+def test_a_budgeted_sweep_counts_each_keys_space_once(tmp_path, interp, monkeypatch):
+    """The checks of whether a key is done (the budget's count of keys left, before and after its search)
+    count its space once a sweep: a count enumerates and checks the whole space, ~0.2 s a key on sm_90."""
+    from tunesearch import sweep
+
+    counted = []
+    real = sweep.key_space
+    monkeypatch.setattr(sweep, "key_space", lambda key, *a, **kw: counted.append(key) or real(key, *a, **kw))
+    result = run_sweep(Store(f"sqlite:///{tmp_path}/ts.db"), tiny(time_budget=600))
+    assert result.status == "done" and result.trials_run == 8
+    assert sorted(k.m for k in counted) == [1, 3]
+
+
 def test_key_deadline_and_the_queued_keys_left():
     import queue
 
