@@ -4,7 +4,8 @@
 # checked against tunesearch/tables/h200.json, then the GPU tests of the launcher and the dispatch, the
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
-# Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS, FAMILIES, LAYOUTS,
+# Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS (MORE: `--more` instead,
+# that many trials a key beyond those it has), FAMILIES, LAYOUTS,
 # SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), PLAN (several sweeps: below), TESTS=0 (no GPU tests, no host time; the new
 # table's dispatch tests still run unless AFTER=0). Source
 # benchmarks/device_setup.sh first.
@@ -41,7 +42,7 @@ for item in $PLAN; do
   IFS=/ read -r ms trials secs shapes <<< "$item"
   step "sweep${ms:+ M=$ms}, ${shapes:-llama-7b}, ${trials} trials, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
   timeout $(( secs + 30 )) tunesearch sweep --gpu 0 --shapes ${shapes:-llama-7b} ${ms:+--m $ms} \
-    ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials $trials \
+    ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials $trials ${MORE:+--more $MORE} \
     --time-budget $secs --db $DB 2>&1 | grep -v "━" | tail -40
 done
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2

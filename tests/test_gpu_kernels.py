@@ -419,6 +419,32 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", 5, 4096, 1000),
+                                                 ("rsmma.bm16.bn64.bk128.sk1.w4.s5.c3", 16, 11008, 1000),
+                                                 ("rsmma.bm64.bn128.bk64.sk1.w8.s5.c2", 70, 4096, 1000)])
+@pytest.mark.parametrize("layout", ["base", "frag32"])
+def test_rsmma_launched_in_clusters_gives_the_same_bits(variant_id, M, K, N, layout):
+    """CLUSTER=2 launches the same kernel with neighbouring column tiles paired in clusters (NOTES.md row
+    89): through ``matmul`` (the generic launch) and the runtime's launcher (the compiled kernel's own C
+    launch), each into a NaN-filled C, the very bits of the unclustered launch, launch after launch, and
+    right; the last column tile of 1000 columns is partial."""
+    import torch
+
+    from tunesearch.variants import Variant, matmul
+    from tunesearch.variants.api import make_launcher
+
+    a, packed, scales, ref = _rsmma_operands(M, K, N, layout, seed=14)
+    want = matmul(a, packed, scales, Variant.from_id(variant_id), 128)
+    paired = Variant.from_id(variant_id + ".cl2")
+    nan = lambda: torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")  # noqa: E731
+    launcher = make_launcher(paired, a, packed, scales, nan(), 128)
+    outs = [matmul(a, packed, scales, paired, 128, out=nan()) for _ in range(3)]
+    outs += [launcher(a, packed, scales, nan()) for _ in range(3)]
+    assert all(torch.equal(out, want) for out in outs)
+    assert relative_error(want, ref) < 2e-3
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant_id", ["rsmma.bm32.bn64.bk128.sk1.w4.s4.c3", "rsmma.bm64.bn64.bk128.sk2.w4.s8.skew3",
                                         "rsmma.bm64.bn64.bk128.sk2.w4.s8", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2",
                                         "rsmma.bm16.bn64.bk128.sk2.w4.s5.c3"])

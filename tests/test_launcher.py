@@ -179,3 +179,23 @@ def test_split_k_counters_are_per_stream():
     one, other = api._locks(device, 8, stream=101), api._locks(device, 8, stream=202)
     assert one is not other and api._locks(device, 8, stream=101) is one
     assert api._locks(device, 8) is api._locks(device, 8, stream=0)  # no CUDA stream on the CPU
+
+
+def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monkeypatch):
+    """rsmma's CLUSTER=2 (NOTES.md row 89): the kernel compiled for one CTA, launched by its own C launcher
+    with num_ctas = 2 in the packed metadata (Triton 3.6's launcher then sets the cluster dimension and
+    launches x times 2 CTAs), so the grid's x is halved; everything else as ``kernel[grid]`` passes it."""
+    import triton
+
+    from tunesearch.variants import api
+
+    runs = []
+    compiled = SimpleNamespace(packed_metadata=(8, 1, 74740), function="fn", _init_handles=lambda: None,
+                               run=lambda *args: runs.append(args))
+    kernel = SimpleNamespace(warmup=lambda *args, grid, **meta: compiled, constexprs=[2],
+                             params=[None, None, SimpleNamespace(name="BM", default=None)])
+    monkeypatch.setattr(triton.runtime.driver, "_active", SimpleNamespace(get_current_stream=lambda device: "s"))
+    out = SimpleNamespace(get_device=lambda: 0)
+    api._launch_clustered(kernel, (172, 2, 1), ("a", "b", "c", out), {"BM": 32}, 2)
+    assert runs == [(86, 2, 1, "s", "fn", (8, 2, 74740), None, None, None, "a", "b", "c", out, 32)]
+    assert api.cluster_meta((4, 1, 1000), 2) == (4, 2, 1000)

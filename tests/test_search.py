@@ -189,9 +189,9 @@ def test_a_changed_kernel_times_its_former_winners_first(tmp_path):
 
 
 def test_the_best_former_winner_is_followed_by_its_twins_along_later_parameters():
-    """A parameter added after trials were stored (rsmma's CTAS, then SKEW) was never tried by them: the
-    best former winner's twins along it (the newest parameter first, where the winner has its default
-    and the key's space holds the twin) come right after it, before the other former winners."""
+    """A parameter added after trials were stored (rsmma's CTAS, then SKEW, then CLUSTER) was never tried
+    by them: the best former winner's twins along it (the newest parameter first, where the winner has its
+    default and the key's space holds the twin) come right after it, before the other former winners."""
     from tunesearch.search import key_space, later_parameter_twins
     from tunesearch.variants import DeviceLimits, Variant
 
@@ -200,10 +200,15 @@ def test_the_best_former_winner_is_followed_by_its_twins_along_later_parameters(
     space = key_space(key, hopper)
     split, other = (Variant.from_id(v) for v in ("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3", "gemv.bm1.bn256.bk64.sk32.w2.s2"))
     queue = later_parameter_twins([split, other], space)
-    assert [v.id for v in queue] == [split.id] + [f"{split.id}.skew{s}" for s in (2, 3, 4, 6)] + [other.id]
+    assert [v.id for v in queue] == ([split.id, f"{split.id}.cl2"] + [f"{split.id}.skew{s}" for s in (2, 3, 4, 6)]
+                                     + [other.id])
     one = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6")  # no split to skew; c1: its CTAS twins that fit
     twins = later_parameter_twins([one], space)[1:]
-    assert twins and all(t.params == {**one.params, "CTAS": t["CTAS"]} and t in space for t in twins)
+    assert twins[0].id == f"{one.id}.cl2"
+    assert twins[1:] and all(t.params == {**one.params, "CTAS": t["CTAS"]} and t in space for t in twins[1:])
+    # N=8256: 129 column tiles of 64, no pairs of them, so no CLUSTER twin
+    odd = key_space(Key("synthetic", 1, 8256, 4096, 128), hopper)
+    assert all(t["CLUSTER"] == 1 for t in later_parameter_twins([one], odd)[1:])
     assert later_parameter_twins([other, split], space) == [other, split] and later_parameter_twins([], space) == []
 
 

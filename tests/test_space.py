@@ -70,6 +70,23 @@ def test_rsmma_skew_is_a_later_parameter_of_split_tiles_only():
         Variant("rsmma", {**old.params, "SKEW": -1})
 
 
+def test_rsmma_cluster_is_a_later_parameter_of_split_k_grids_with_paired_column_tiles():
+    # CLUSTER came after rsmma's trials were stored: left out of an id at 1, written last otherwise; it
+    # pairs neighbouring column tiles along the split-K grid's x, so it needs an even count of them
+    from tunesearch.variants import DeviceLimits
+
+    hopper = DeviceLimits(gluon=True)
+    old = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4")
+    assert old.params["CLUSTER"] == 1 and Variant.from_id(old.id + ".cl1") == old
+    paired = Variant.from_id(old.id + ".cl2")
+    assert paired.params == {**old.params, "CLUSTER": 2} and paired.id.endswith(".skew4.cl2") and paired != old
+    assert variant_error(paired, 1, 11008, 4096, 128, hopper) is None  # 172 column tiles of 64
+    assert "a multiple of it" in variant_error(paired, 1, 8256, 4096, 128, hopper)  # 129 of them
+    stream_k = Variant.from_id("rsmma.bm8.bn64.bk128.sk0.w4.s6.c3.cl2")
+    assert "SPLIT_K >= 1" in variant_error(stream_k, 1, 11008, 4096, 128, hopper)
+    assert "1 or 2" in variant_error(Variant.from_id(old.id + ".cl4"), 1, 11008, 4096, 128, hopper)
+
+
 def test_from_dict_rejects_an_id_that_disagrees():
     d = Variant.from_id("gemv.bm1.bn128.bk256.sk4.w4.s2").to_dict()
     d["id"] = "gemv.bm1.bn128.bk256.sk8.w4.s2"

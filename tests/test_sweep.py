@@ -50,6 +50,19 @@ def test_sweep_stores_trials_and_resumes(tmp_path, interp):
     assert len(Store(url).trials()) == 8
 
 
+def test_more_gives_each_key_that_many_trials_beyond_those_it_has(tmp_path, interp):
+    # a parameter added to a family: every key gets a few more trials (its former winner's twins first)
+    # whatever it had, where --trials would have to exceed the most any key had
+    url = f"sqlite:///{tmp_path}/ts.db"
+    run_sweep(Store(url), tiny(trials=4))
+    run_sweep(Store(url), SweepSettings(shapes=[(256, 72)], ms=[3], group_size=64, trials=6, interpret_test=True))
+    counts = lambda: sorted((m, sum(t.m == m for t in Store(url).trials())) for m in (1, 3))  # noqa: E731
+    assert counts() == [(1, 4), (3, 6)]
+    more = run_sweep(Store(url), tiny(more=2))
+    assert more.status == "done" and more.trials_run == 4 and counts() == [(1, 6), (3, 8)]
+    assert run_sweep(Store(url), tiny(more=1)).trials_run == 2 and counts() == [(1, 7), (3, 9)]
+
+
 def test_a_changed_search_space_resumes_in_a_study_of_its_own(tmp_path, interp, monkeypatch):
     # Optuna refuses categorical choices that change within a study; a tunesearch upgrade that adds
     # a family or widens a grid must resume an existing store, not crash in it

@@ -128,6 +128,8 @@ def sweep(
         "export picks per bucket what holds over all of it (default: with the default buckets, not with --m)")),
     group_size: int = typer.Option(128, help="quantization group size along K"),
     trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
+    more: int = typer.Option(0, min=0, help="instead of --trials: this many trials per key beyond those it has "
+                             "(timed with this code, of --families) when reached; each run adds them again"),
     time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m: each key "
                                                "searches for an equal share of what is left"),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
@@ -149,7 +151,7 @@ def sweep(
     try:
         settings = SweepSettings(shapes=parse_shapes(shapes), ms=parse_ms(m), group_size=group_size,
                                  edges=(m is None) if edges is None else edges and (m or "").strip() != "edges",
-                                 trials=trials, time_budget=_parse_budget(time_budget), fresh=fresh,
+                                 trials=trials, more=more, time_budget=_parse_budget(time_budget), fresh=fresh,
                                  workers=workers, seed=seed, interpret_test=interpret_test,
                                  trial_timeout=trial_timeout,
                                  families=None if families is None else

@@ -39,6 +39,9 @@ class SweepSettings:
     # after every bucket, each bucket's smallest M as a key of its own (shapes.bucket_edges), with at most
     # EDGE_TRIALS trials: the export then picks per bucket what holds over all of it (edge_aware_picks)
     edges: bool = False
+    # > 0: each key gets this many trials more than it has measured when the sweep reaches it, instead of
+    # ``trials`` in all (a parameter added to a family: its twins of the former winners, search.key_seeds)
+    more: int = 0
 
     def __post_init__(self):
         from tunesearch.variants.layout import LAYOUTS
@@ -61,7 +64,7 @@ class SweepSettings:
                     trials=self.trials, time_budget=self.time_budget, fresh=self.fresh,
                     seed=self.seed, interpret_test=self.interpret_test, part=list(self.part),
                     trial_timeout=self.trial_timeout, families=list(self.families or []) or None,
-                    layouts=list(self.layouts or []) or None, edges=self.edges)
+                    layouts=list(self.layouts or []) or None, edges=self.edges, more=self.more)
 
     @property
     def edge_ms(self) -> list[int]:
@@ -74,10 +77,13 @@ class SweepSettings:
         """Every M this sweep times: the buckets, then their smallest M (``edge_ms``)."""
         return list(self.ms) + self.edge_ms
 
-    def key_trials(self, m: int) -> int:
-        """Trials for a key at M=``m``: ``trials``, or at most EDGE_TRIALS at a bucket's smallest M. Its
-        seeds (the bucket's and the bucket below's fastest, search.key_seeds) are what the export chooses
-        among; more trials there find variants the bucket never timed."""
+    def key_trials(self, m: int, measured: int = 0) -> int:
+        """Trials for a key at M=``m`` that has ``measured`` already: ``more`` beyond those where it is set;
+        else ``trials``, or at most EDGE_TRIALS at a bucket's smallest M. Its seeds (the bucket's and the
+        bucket below's fastest, search.key_seeds) are what the export chooses among; more trials there
+        find variants the bucket never timed."""
+        if self.more:
+            return measured + self.more
         return min(self.trials, EDGE_TRIALS) if m in self.edge_ms else self.trials
 
 
@@ -118,12 +124,17 @@ def _versions(info, code: str) -> dict:
                 **{f"code_{family}@{layout}": family_code(family, code, layout) for family, layout in LAYOUT_SOURCES})
 
 
+def _measured(store: Store, key: Key, code: str, families=None) -> int:
+    """The key's trials timed with this tree's kernel code (of ``families``, None: any)."""
+    return sum(1 for t in store.trials(key) if t.code_version == family_code(t.family, code, t.layout)
+               and (families is None or t.family in families))
+
+
 def _key_done(store: Store, key: Key, trials: int, code: str, space_size, families=None) -> bool:
     """Already measured as many variants (of ``families``, None: any) as this sweep would (resume
     without GPU setup). ``space_size(key)``, the size of the key's space, is asked only where fewer than
     ``trials`` are measured."""
-    measured = sum(1 for t in store.trials(key) if t.code_version == family_code(t.family, code, t.layout)
-                   and (families is None or t.family in families))
+    measured = _measured(store, key, code, families)
     return measured >= trials or measured >= space_size(key)
 
 
@@ -216,7 +227,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     space_size = functools.cache(lambda key: len(key_space(key, limits, settings.families)))
     pending = None  # keys of this worker's static share still to search (the time budget's shares)
     if key_queue is None and deadline != float("inf"):
-        pending = sum(1 for key in _dealt_keys(keys, settings, None) if settings.fresh
+        pending = sum(1 for key in _dealt_keys(keys, settings, None) if settings.fresh or settings.more
                       or not _key_done(store, key, settings.key_trials(key.m), code, space_size, settings.families))
     try:
         for key in _dealt_keys(keys, settings, key_queue):
@@ -229,7 +240,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                 delete_studies(key, storage)
             if progress:
                 progress.start_key(key)
-            trials = settings.key_trials(key.m)
+            measured = _measured(store, key, code, settings.families) if settings.more else 0
+            trials = settings.key_trials(key.m, measured)
             if not settings.fresh and _key_done(store, key, trials, code, space_size, settings.families):
                 if progress:
                     progress.end_key(key)

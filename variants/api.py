@@ -227,8 +227,39 @@ def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bo
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     if warmup:
         return kernel.warmup(*args, grid=grid, **meta)
-    kernel[grid](*args, **meta)
+    ctas = variant.params.get("CLUSTER", 1)
+    if ctas > 1:
+        _launch_clustered(kernel, grid, args, meta, ctas)
+    else:
+        kernel[grid](*args, **meta)
     return out
+
+
+def cluster_meta(packed_meta: tuple, ctas: int) -> tuple:
+    """A compiled kernel's packed launch metadata (num_warps, num_ctas, shared bytes: Triton 3.6's CUDA
+    launcher) with clusters of ``ctas`` CTAs along the grid's x: that launcher sets the cluster dimension
+    for num_ctas > 1 and launches x times num_ctas CTAs, so the caller passes x / ctas. The kernel itself
+    is the one compiled for one CTA: a cluster here only groups neighbouring column tiles onto one GPC
+    (rsmma's CLUSTER, NOTES.md row 89), nothing in the kernel reads it."""
+    num_warps, _, shared = packed_meta
+    return (num_warps, ctas, shared)
+
+
+def _launch_clustered(kernel, grid, args, meta, ctas: int):
+    """``kernel[grid](*args, **meta)`` in clusters of ``ctas`` along x: the compiled kernel's own launcher
+    with ``cluster_meta`` (Triton's launch takes num_ctas only as a compile option, which changes the
+    kernel's layouts), launch hooks called as Triton calls them."""
+    compiled = kernel.warmup(*args, grid=grid, **meta)
+    compiled._init_handles()
+    stream = triton.runtime.driver.active.get_current_stream(args[3].get_device())  # C's device
+    constexprs = [meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs]
+    runtime = triton.knobs.runtime
+    hooked = _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)
+    launch_metadata = compiled.launch_metadata(grid, stream, *args) if hooked else None
+    compiled.run(grid[0] // ctas, grid[1], grid[2], stream, compiled.function,
+                 cluster_meta(compiled.packed_metadata, ctas), launch_metadata,
+                 runtime.launch_enter_hook if hooked else None, runtime.launch_exit_hook if hooked else None,
+                 *args, *constexprs)
 
 
 def _hooked(hook) -> bool:
@@ -301,6 +332,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
     run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
     g0, g1, g2 = grid
+    ctas = variant.params.get("CLUSTER", 1)
+    if ctas > 1:  # clusters of neighbouring column tiles (rsmma's CLUSTER)
+        packed_meta, g0 = cluster_meta(packed_meta, ctas), g0 // ctas
     device, torch_device = a.get_device(), a.device
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime

@@ -56,14 +56,14 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     # BM tokens (the wgmma N), BN = 16 x num_warps columns of W (the wgmma M), num_stages its TMA ring,
     # CTAS the CTAs an SM its launch's registers are sized for (variants/rsmma_launch.py), SKEW the blocks
     # each split but the first gives up to it (rsmma_kernel: the others end first and split 0 sums their
-    # partials itself)
+    # partials itself), CLUSTER the CTAs of neighbouring column tiles launched as one cluster (api.cluster_meta)
     "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
-              ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew")),
+              ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew"), ("CLUSTER", "cl")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 # Parameters added to a family after its variants were stored: a variant without one has its default,
 # and an id leaves it out at its default, so the ids stored before it keep naming the same kernel.
-FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1, "SKEW": 0}}
+FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1, "SKEW": 0, "CLUSTER": 1}}
 # The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
 # over M, no split-K; launched by the dequantize launcher, not by one kernel call.
 CUBLAS_FAMILIES = ("dequant", "dqchunk")
@@ -106,8 +106,11 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # SKEW > 0 (row 82): the other splits end SKEW blocks early, so the first finds their partials in
     # and adds them itself, without the reduction's store, fence and count: 2-5% at 7 of 13 split picks
     # (M=32 11008x4096 14.01 -> 13.25 us), a loss at others (4096x4096 M=1 7.10 -> 7.29)
+    # CLUSTER=2 (row 89): pairs of neighbouring column tiles launched as one cluster, the kernel unchanged:
+    # 1.5-4.4% off the M <= 64 picks of 4096x22016, 0-2% elsewhere, +-0.7% at M=256 (clusters of 4 lost)
     "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
-                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4), SKEW=(0, 2, 3, 4, 6)),
+                  num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4), SKEW=(0, 2, 3, 4, 6),
+                  CLUSTER=(1, 2)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
 GLUON_FAMILIES = ("dqmma", "rsmma")
@@ -412,6 +415,11 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     if p["SKEW"] and K // bk // p["SPLIT_K"] - p["SKEW"] < 1:
         return (f"SKEW={p['SKEW']} leaves the other splits no block of their {K // bk // p['SPLIT_K']} "
                 f"(K={K}, BK={bk}, SPLIT_K={p['SPLIT_K']})")
+    if p["CLUSTER"] not in (1, 2):
+        return f"rsmma's CLUSTER is 1 or 2 CTAs a cluster, got {p['CLUSTER']}"
+    if p["CLUSTER"] > 1 and (p["SPLIT_K"] == STREAM_K or cdiv(N, bn) % p["CLUSTER"]):
+        return (f"CLUSTER={p['CLUSTER']} groups column tiles along the split-K grid's x: SPLIT_K >= 1 and "
+                f"the {cdiv(N, bn)} column tiles (N={N}, BN={bn}) a multiple of it")
     return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],

@@ -131,6 +131,49 @@ def _send_partial(acc, flag_ptr, REGION: gl.constexpr, WARPS: gl.constexpr):
 
 
 @gluon.jit
+def _push_partial(acc, flag_ptr, rank, REGION: gl.constexpr, WARPS: gl.constexpr):
+    """EXCHANGE=3, rank r >= 1: acc straight into rank 0's slot r - 1 past its allocation (REGION + 16 on,
+    remote stores), then, rank 0's mbarrier published, one arrival a thread there (release: the stores
+    are in first). Nothing of this CTA's is read after, so it exits."""
+    BN: gl.constexpr = acc.type.shape[0]
+    BM: gl.constexpr = acc.type.shape[1]
+    t = _thread_ids(WARPS)
+    gl.inline_asm_elementwise(
+        asm="""{ .reg .pred p; .reg .u32 v;
+        POLL: ld.acquire.gpu.global.u32 v, [$1]; setp.eq.u32 p, v, 0; @p bra POLL;
+        mov.u32 $0, 0; }""",
+        constraints="=r,l", args=[flag_ptr + gl.zeros_like(t)], dtype=gl.int32, is_pure=False, pack=1)
+    addr = _smem_addr(_slot_offsets(acc) + (REGION + 16 + (rank - 1) * (BN * BM * 4)))
+    gl.inline_asm_elementwise(
+        asm="""{ .reg .u32 ra; mapa.shared::cluster.u32 ra, $1, 0; st.shared::cluster.f32 [ra], $2;
+        mov.u32 $0, 0; }""",
+        constraints="=r,r,f", args=[addr, acc], dtype=gl.int32, is_pure=False, pack=1)
+    _arrive_remote(REGION, 0, WARPS)
+
+
+@gluon.jit
+def _sum_pushed(acc, flag_ptr, parts, REGION: gl.constexpr, MAX_PARTS: gl.constexpr, WARPS: gl.constexpr):
+    """EXCHANGE=3, rank 0: wait for the others' arrivals, re-arm the flag, sum zeros + acc + the slots they
+    pushed (its own shared memory) in rank order."""
+    BN: gl.constexpr = acc.type.shape[0]
+    BM: gl.constexpr = acc.type.shape[1]
+    _wait_barrier(REGION, WARPS)
+    t = _thread_ids(WARPS)
+    gl.inline_asm_elementwise(
+        asm="""{ .reg .pred q; setp.eq.u32 q, $1, 0; @q st.relaxed.gpu.global.u32 [$2], 0; mov.u32 $0, 0; }""",
+        constraints="=r,r,l", args=[t, flag_ptr + gl.zeros_like(t)], dtype=gl.int32, is_pure=False, pack=1)
+    offsets = _slot_offsets(acc)
+    total = gl.zeros_like(acc) + acc
+    for j in gl.static_range(1, MAX_PARTS):
+        if j < parts:
+            total += gl.inline_asm_elementwise(
+                asm="ld.shared.f32 $0, [$1];", constraints="=f,r",
+                args=[_smem_addr(offsets + (REGION + 16 + (j - 1) * (BN * BM * 4)))], dtype=gl.float32,
+                is_pure=False, pack=1)
+    return total
+
+
+@gluon.jit
 def _gather_partials(acc, flag_ptr, parts, REGION: gl.constexpr, MAX_PARTS: gl.constexpr, WARPS: gl.constexpr):
     """Rank 0: wait for the others' arrivals, re-arm the flag, sum zeros + acc + their partials in rank order
     (read from their shared memory), and tell each it may go."""
@@ -160,10 +203,14 @@ def rsmma_cluster_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, 
                          PAIRED_ROWS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr,
                          num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
                          SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
-                         STAGED_SPLIT: gl.constexpr = False, REGION: gl.constexpr = 0):
+                         STAGED_SPLIT: gl.constexpr = False, REGION: gl.constexpr = 0,
+                         EXCHANGE: gl.constexpr = 2):
     """rsmma_kernel's split path (SPLIT_K > 1, SKEW as there) with the SPLIT_K CTAs of a tile one cluster
     along x: CTA x is rank x % SPLIT_K of column tile x // SPLIT_K. OWNER_FIRST and STAGED_SPLIT are the
-    family's meta-parameters, unused here (rank 0 always sums)."""
+    family's meta-parameters, unused here (rank 0 always sums). EXCHANGE (anatomy, wrong results below 2):
+    2 the reduction; 1 the handshake without rank 0's reads of the partials; 0 none (each rank's loop
+    alone, rank 0 storing its own partial); 3 each other rank pushes its partial into rank 0's shared
+    memory past its allocation (SPLIT_K - 1 slots more a CTA) as soon as its loop ends."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(SPLIT_K > 1, "a cluster of the splits")
     blocks = K // BK
@@ -196,7 +243,7 @@ def rsmma_cluster_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, 
     flag_ptr = lock_ptr + tile
     if rank == 0:  # the others' arrivals when their partials are in (those with blocks: ``parts``)
         _init_barrier(flag_ptr, REGION, (parts - 1) * 32 * num_warps, True, num_warps)
-    else:  # rank 0's arrivals when it has read this one's partial
+    elif EXCHANGE != 3:  # rank 0's arrivals when it has read this one's partial
         _init_barrier(flag_ptr, REGION + 8, 32 * num_warps, False, num_warps)
     (acc,) = gl.warp_specialize([
         (rsmma._mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, 1, 1,
@@ -206,12 +253,24 @@ def rsmma_cluster_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, 
                                  tiles_n, GROUP, PARTS)),
     ], [1], [rsmma.LOAD_REGS])
     if rank == 0:
-        total = _gather_partials(acc, flag_ptr, parts, REGION, MAX_PARTS, num_warps)
+        if EXCHANGE == 3:
+            total = _sum_pushed(acc, flag_ptr, parts, REGION, MAX_PARTS, num_warps)
+        elif EXCHANGE == 2:
+            total = _gather_partials(acc, flag_ptr, parts, REGION, MAX_PARTS, num_warps)
+        elif EXCHANGE == 1:
+            total = _gather_partials(acc, flag_ptr, parts, REGION, 1, num_warps)
+            for j in gl.static_range(1, MAX_PARTS):
+                if j < parts:
+                    _arrive_remote(REGION + 8, j, num_warps)
+        else:
+            total = acc
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
         lo = pid_m * BM
         rsmma._store_tile_staged(total, a_smem, c_ptr + lo * stride_cm, token_origin(pid_m, BM, M) - lo,
                                  pid_n * BN, M - lo, N, stride_cm, stride_cn, PAIRED_ROWS)
-    elif n_units > 0:
+    elif n_units > 0 and EXCHANGE == 3:
+        _push_partial(acc, flag_ptr, rank, REGION, num_warps)
+    elif n_units > 0 and EXCHANGE > 0:
         _send_partial(acc, flag_ptr, REGION, num_warps)
 
 
@@ -240,7 +299,7 @@ def cluster_launch(variant, **meta_overrides):
         first = rsmma_cluster_kernel.warmup(*args, grid=grid, **meta)
         region = (first.metadata.shared + 15) // 16 * 16
         compiled = rsmma_cluster_kernel.warmup(*args, grid=grid, **(meta | dict(REGION=region)))
-        shared = region + REGION_BYTES
+        shared = region + REGION_BYTES + (bn * bm * 4 * (split_k - 1) if meta.get("EXCHANGE") == 3 else 0)
         if compiled.module is None:  # first launch: its launch's shared size set once
             assert compiled.metadata.shared == first.metadata.shared, "REGION changed the allocation"
             assert first_buffer_bytes(compiled) >= bn * bm * 4, "a partial fits the first ring buffer"
@@ -264,6 +323,32 @@ def cluster_launch(variant, **meta_overrides):
     return launch
 
 
+def family_cluster_launch(variant, size: int | None = None):
+    """The family's own launch of ``variant`` (its global split reduction) but in clusters of ``size`` CTAs
+    (SPLIT_K if None) along x, neighbouring column tiles: what the cluster launch alone costs or gives."""
+    from tunesearch.variants.api import _rsmma_call
+
+    def launch(a, packed, scales, out):
+        kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
+        ctas = size or meta["SPLIT_K"]
+        assert grid[0] % ctas == 0, "whole clusters along x"
+        compiled = kernel.warmup(*args, grid=grid, **meta)
+        compiled._init_handles()
+        packed_meta = (compiled.metadata.num_warps, ctas, compiled.metadata.shared)
+        consts = [meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs]
+        locks = torch.zeros(args[5].numel(), dtype=torch.int32, device=a.device)
+        rest = list(args[:5]) + [locks] + list(args[6:]) + consts
+        device = a.get_device()
+        current_stream = triton.runtime.driver.active.get_current_stream
+
+        def run():
+            compiled.run(grid[0] // ctas, grid[1], grid[2], current_stream(device), compiled.function,
+                         packed_meta, None, None, None, *rest)
+            return out
+        return run
+    return launch
+
+
 def compile_offline(variant_id: str, M: int = 32, N: int = 11008, K: int = 4096):
     """The cluster kernel for ``variant_id`` compiled for sm_90 without a GPU (frag32 operands)."""
     from benchmarks.experiments import gluon_checks
@@ -281,6 +366,10 @@ def compile_offline(variant_id: str, M: int = 32, N: int = 11008, K: int = 4096)
     return gluon_checks.compile_tma_kernel(rsmma_cluster_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
 
 
+ALL_FORMS = ("family", "cluster", "push", "family_in_clusters", "family_pairs", "no_reads", "no_exchange")
+FORMS = os.environ.get("CLUSTER_FORMS", "family,cluster").split(",")
+
+
 def main(out_dir, max_m=64):
     from benchmarks.experiments import gluon_checks
     from benchmarks.experiments.dqmma_rs import family_launch
@@ -292,16 +381,17 @@ def main(out_dir, max_m=64):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     shapes = [(4096, 11008), (11008, 4096), (4096, 12288), (4096, 4096), (4096, 22016)]
-    ms = [m for m in (1, 16, 32, 64) if m <= max_m]
+    ms = [m for m in (1, 16, 32, 64, 128, 256) if m <= max_m]
     extra = {tuple(map(int, key.split(","))): [Variant.from_id(v) for v in ids.split("|")] for key, ids in
              (item.split("=") for item in os.environ.get("CLUSTER_PICKS", "").split(";") if item)}
-    only = os.environ.get("CLUSTER_ONLY")  # "M,K,N": that key alone (a first smoke run)
-    keys = [tuple(map(int, only.split(",")))] if only else [(m, K, N) for K, N in shapes for m in ms]
+    only = os.environ.get("CLUSTER_ONLY")  # "M,K,N;...": those keys alone
+    keys = [tuple(map(int, k.split(","))) for k in only.split(";")] if only else [(m, K, N) for K, N in shapes
+                                                                                 for m in ms]
     rows = []
     for M, K, N in keys:
         pick = table.resolve(M, N, K, torch.device("cuda"))
         variants = [pick] + extra.get((M, K, N), [])
-        if pick.params["SPLIT_K"] == 1:  # the pick's own twin with two splits
+        if pick.params["SPLIT_K"] == 1 and os.environ.get("CLUSTER_TWINS", "1") == "1":  # its twin with two splits
             variants.append(Variant(pick.family, {**pick.params, "SPLIT_K": 2}))
         layout = table.layout_for(N, K, torch.device("cuda"))
         fp16 = time_fp16(M, N, K, info.l2_bytes, replays=20).us
@@ -310,14 +400,20 @@ def main(out_dir, max_m=64):
         ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
         for variant in variants:
             row = dict(M=M, K=K, N=N, variant=variant.id, pick=variant is pick, fp16=fp16, floor=floor)
-            for form, launch in (("family", family_launch(variant)), ("cluster", cluster_launch(variant))):
-                if form == "cluster" and variant.params["SPLIT_K"] < 2:
+            forms = (("family", family_launch(variant)), ("cluster", cluster_launch(variant)),
+                     ("push", cluster_launch(variant, EXCHANGE=3)),
+                     ("family_in_clusters", family_cluster_launch(variant)),
+                     ("family_pairs", family_cluster_launch(variant, 2)),
+                     ("no_reads", cluster_launch(variant, EXCHANGE=1)), ("no_exchange", cluster_launch(variant, EXCHANGE=0)))
+            forms = [(name, launch) for name, launch in forms if name in FORMS]
+            for form, launch in forms:
+                if form not in ("family", "family_pairs") and variant.params["SPLIT_K"] < 2:
                     row[form] = None
                     continue
                 try:
                     err = gluon_checks.relative_error_of(launch, check)
                     row[f"{form}_rel_error"] = err
-                    if not err < REL_TOL:
+                    if not err < REL_TOL and form not in ("no_reads", "no_exchange"):
                         raise AssertionError(f"WRONG: relative error {err:.3g}")
                     row[form] = graph_time([launch(*c) for c in ops.copies], replays=20).us
                 except Exception as e:
@@ -328,10 +424,11 @@ def main(out_dir, max_m=64):
         with open(f"{out_dir}/rsmma_cluster.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
     f = lambda x: f"{x:8.2f}" if isinstance(x, float) else "       -" if x is None else "    fail"  # noqa: E731
-    print(f"{'key':>17} {'variant':>44} {'family':>8} {'cluster':>8} {'floor':>8} {'fp16':>8}")
+    names = [name for name in ALL_FORMS if name in FORMS] + ["floor", "fp16"]
+    print(f"{'key':>17} {'variant':>44} " + " ".join(f"{n[:8]:>8}" for n in names))
     for r in rows:
         print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant'] + (' *' if r['pick'] else ''):>44} "
-              f"{f(r['family'])} {f(r['cluster'])} {f(r['floor'])} {f(r['fp16'])}")
+              + " ".join(f(r.get(n)) for n in names))
 
 
 if __name__ == "__main__":
