@@ -243,7 +243,7 @@ def export(
     except (ValueError, DispatchError) as exc:
         _fail(str(exc), 1)
     n = sum(len(s["buckets"]) for g in table["gpus"].values() for s in g["shapes"].values())
-    console.print(f"wrote {path}: {len(table['gpus'])} GPU(s), {n} buckets")
+    console.print(f"wrote {path}: {len(table['gpus'])} GPU(s), {n} buckets", soft_wrap=True)
     stale = stale_buckets(table)
     if stale:  # a kernel changed since those trials: their variant may now run at another speed
         console.print(f"[yellow]warning:[/yellow] {len(stale)} of {n} buckets were timed with other kernel "
@@ -270,7 +270,7 @@ def dump(
         count = dump_trials(store, path, gpu)
     except OSError as exc:
         _fail(f"cannot write {path}: {exc}")
-    console.print(f"wrote {path}: {count} trials")
+    console.print(f"wrote {path}: {count} trials", soft_wrap=True)
 
 
 @app.command()
@@ -297,7 +297,7 @@ def load(
         added, present = load_trials(store, paths, fallback)
     except StoreError as exc:  # a file missing, unreadable or not of trials (named, with its line)
         _fail(str(exc))
-    console.print(f"loaded {added} trials into {store.url} ({present} already there)")
+    console.print(f"loaded {added} trials into {store.url} ({present} already there)", soft_wrap=True)
 
 
 @app.command()
