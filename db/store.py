@@ -161,6 +161,28 @@ class Store:
                                        trial.layout), trial.variant_id, trial.code_version)
         return existing
 
+    RETIMED_FIELDS = ("us", "spread", "rel_error", "gbps", "roofline_frac", "tflops", "fp16_us", "speedup_fp16")
+
+    def retime_trial(self, trial_id: int, sweep_id: int | None, timing: dict) -> Trial:
+        """Replace an ok trial's timing (``timing``: RETIMED_FIELDS and ``versions``) with one measured again
+        in sweep ``sweep_id``; the former one is kept in its ``versions["previous"]`` (a list, oldest
+        first), with the sweep that measured it. A GPU's timings drift between runs by as much as a new
+        parameter gains (2-5% on the H200, NOTES.md row 89), so a resumed sweep times the key's fastest
+        again before comparing new variants with them."""
+        with self.session() as s:
+            row = s.get(Trial, trial_id)
+            if row is None or row.status != "ok":
+                raise StoreError(f"trial {trial_id} is not an ok trial of this store: nothing to re-time")
+            previous = list((row.versions or {}).get("previous", []))
+            previous.append({"us": row.us, "spread": row.spread, "sweep_id": row.sweep_id,
+                             "measured_at": (row.created_at.isoformat() if row.created_at else None)})
+            for name in self.RETIMED_FIELDS:
+                setattr(row, name, timing.get(name))
+            row.versions = {**timing.get("versions", row.versions or {}), "previous": previous}
+            row.sweep_id, row.created_at = sweep_id, utcnow()
+            s.commit()
+            return row
+
     def delete_trials(self, key: Key) -> int:
         with self.session() as s:
             rows = s.scalars(select(Trial).filter_by(gpu_name=key.gpu, m=key.m, n=key.n, k=key.k,

@@ -3,6 +3,7 @@ import time
 import zlib
 
 import optuna
+import pytest
 
 from tunesearch.db import Key, Store
 from tunesearch.measure import Result
@@ -135,6 +136,73 @@ def test_one_read_per_trial_proposes_what_a_read_per_parameter_proposes(tmp_path
         calls[one], counts[one] = m.calls, reads["n"]
     assert len(calls[True]) >= 25 and calls[True] == calls[False]
     assert counts[True] < 0.6 * counts[False]
+
+
+class Drifted(Landscape):
+    """The same landscape on a day the GPU runs ``factor`` slower (the H200 drifted 2-5% between runs)."""
+
+    def __init__(self, best_id, factor, failing=()):
+        super().__init__(best_id)
+        self.factor, self.failing = factor, set(failing)
+
+    def measure(self, variant):
+        r = super().measure(variant)
+        if variant.id in self.failing:
+            return Result("failed", "RuntimeError: gone", None, None, None)
+        return Result(r.status, r.error, r.us * self.factor, r.spread, r.rel_error)
+
+
+def test_retime_times_the_fastest_again_and_keeps_their_former_timings(tmp_path):
+    """A resumed key's fastest stored variants timed again in this run replace their stored timings (the
+    former ones kept in the trial's versions), so that what the run measures next races same-run times."""
+    key = Key("synthetic", 1, 4096, 4096, 128)
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    spread = spread_variants(1, 4096, 4096, 128)
+    first = KeySearch(store, Landscape(spread[2].id), key, code="c", gpu_id=1, sweep_id=None,
+                      versions={"run": 1}, seed=0)
+    first.enqueue(spread)
+    first.run(12, deadline=time.time() + 120)
+    before = {t.variant_id: t for t in store.trials(key)}
+    fastest = [t.variant_id for t in sorted(before.values(), key=lambda t: t.us)[:3]]
+    slower = Drifted(spread[2].id, 1.05, failing=fastest[2:])
+    later = KeySearch(store, slower, key, code="c", gpu_id=1, sweep_id=None, versions={"run": 2}, seed=1)
+    assert later.retime(3) == 2 and slower.calls == fastest
+    after = {t.variant_id: t for t in store.trials(key)}
+    for vid in fastest[:2]:
+        assert after[vid].us == pytest.approx(1.05 * before[vid].us)
+        assert after[vid].versions["run"] == 2
+        assert [p["us"] for p in after[vid].versions["previous"]] == [before[vid].us]
+    # one that does not measure ok now keeps what it had, as does every other trial
+    for vid in set(before) - set(fastest[:2]):
+        assert (after[vid].us, after[vid].versions) == (before[vid].us, before[vid].versions)
+    assert len(after) == len(before)  # timed again, not added
+    again = KeySearch(store, Drifted(spread[2].id, 1.1), key, code="c", gpu_id=1, sweep_id=None, versions={},
+                      seed=2)
+    assert again.retime(1) == 1
+    best = min(store.trials(key), key=lambda t: t.us)
+    assert [p["us"] for p in best.versions["previous"]] == [before[best.variant_id].us,
+                                                            pytest.approx(1.05 * before[best.variant_id].us)]
+
+
+def test_a_key_resumed_in_this_code_times_its_bests_twins_first(tmp_path):
+    """A parameter added without a kernel change (rsmma's CLUSTER) leaves a key's stored trials current:
+    its best variant's twins along the new parameter lead the seeds, ahead of the next larger M's winners
+    (which a resumed key has timed already)."""
+    from tunesearch.search import key_seeds
+    from tunesearch.variants import DeviceLimits, Variant
+
+    limits = DeviceLimits(gluon=True)
+    key = Key("synthetic", 1, 11008, 4096, 128)
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    pick = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3")
+    first = KeySearch(store, Landscape(pick.id), key, code="c", gpu_id=1, sweep_id=None, versions={},
+                      limits=limits, seed=0)
+    first.enqueue([pick] + spread_variants(1, 11008, 4096, 128, limits))
+    first.run(6, deadline=time.time() + 120)
+    later = KeySearch(store, Landscape(pick.id), key, code="c", gpu_id=1, sweep_id=None, versions={},
+                      limits=limits, seed=1)
+    seeds, edge = key_seeds(store, key, [1, 2, 4], later)
+    assert not edge and seeds[:2] == [pick, Variant.from_id(pick.id + ".cl2")]
 
 
 def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):

@@ -51,8 +51,8 @@ def test_sweep_stores_trials_and_resumes(tmp_path, interp):
 
 
 def test_more_gives_each_key_that_many_trials_beyond_those_it_has(tmp_path, interp):
-    # a parameter added to a family: every key gets a few more trials (its former winner's twins first)
-    # whatever it had, where --trials would have to exceed the most any key had
+    # a parameter added to a family: every key gets a few more trials (its best's twins first) whatever it
+    # had, where --trials would have to exceed the most any key had
     url = f"sqlite:///{tmp_path}/ts.db"
     run_sweep(Store(url), tiny(trials=4))
     run_sweep(Store(url), SweepSettings(shapes=[(256, 72)], ms=[3], group_size=64, trials=6, interpret_test=True))
@@ -60,7 +60,13 @@ def test_more_gives_each_key_that_many_trials_beyond_those_it_has(tmp_path, inte
     assert counts() == [(1, 4), (3, 6)]
     more = run_sweep(Store(url), tiny(more=2))
     assert more.status == "done" and more.trials_run == 4 and counts() == [(1, 6), (3, 8)]
+    # each key's 3 fastest were timed again in this sweep before the new ones (their former timings kept)
+    retimed = [t for t in Store(url).trials() if t.versions.get("previous")]
+    assert more.retimed == 6 and len(retimed) == 6 and sorted(t.m for t in retimed) == [1, 1, 1, 3, 3, 3]
+    assert all(len(t.versions["previous"]) == 1 and t.sweep_id != t.versions["previous"][0]["sweep_id"]
+               for t in retimed)
     assert run_sweep(Store(url), tiny(more=1)).trials_run == 2 and counts() == [(1, 7), (3, 9)]
+    assert run_sweep(Store(url), tiny(trials=9)).retimed == 0  # --trials alone times nothing again
 
 
 def test_a_changed_search_space_resumes_in_a_study_of_its_own(tmp_path, interp, monkeypatch):

@@ -129,7 +129,8 @@ def sweep(
     group_size: int = typer.Option(128, help="quantization group size along K"),
     trials: int = typer.Option(40, min=1, help="new trials per key (already-stored ones count)"),
     more: int = typer.Option(0, min=0, help="instead of --trials: this many trials per key beyond those it has "
-                             "(timed with this code, of --families) when reached; each run adds them again"),
+                             "(timed with this code, of --families) when reached, after its 3 fastest are timed "
+                             "again in this run; each run adds them again"),
     time_budget: Optional[str] = typer.Option(None, help="wall-time budget for the sweep, e.g. 900, 15m: each key "
                                                "searches for an equal share of what is left"),
     db: Optional[str] = typer.Option(None, help=DB_HELP),
@@ -193,7 +194,8 @@ def sweep(
     with _Progress(settings) as progress:
         result = run_sweep(store, settings, device, progress)
     print_best(result.best, f"best per key on {result.gpu}")
-    console.print(f"{result.trials_run} new trials over {result.keys} keys in {result.wall_s:.0f} s "
+    retimed = f", {result.retimed} stored ones timed again" if result.retimed else ""
+    console.print(f"{result.trials_run} new trials{retimed} over {result.keys} keys in {result.wall_s:.0f} s "
                   f"({result.status}); store: {store.url}")
 
 

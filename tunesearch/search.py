@@ -299,6 +299,28 @@ class KeySearch:
                 self._tell(trial, variant, record)
         return new
 
+    def retime(self, count: int, compiler=None) -> int:
+        """Measure the key's ``count`` fastest ok variants of this code again, in this run, and store their
+        new timings (``Store.retime_trial`` keeps the former ones): the variants measured next are then
+        compared with timings of the same run. Returns how many were re-timed; one that does not measure
+        ok now keeps its stored timing (a warning says so)."""
+        stored = sorted((t for t in self.measured().values() if t.status == "ok"), key=lambda t: t.us)[:count]
+        if not stored:
+            return 0
+        errors = compiler.compile([t.variant_id for t in stored], self.key.m, self.key.n, self.key.k,
+                                  self.key.group_size) if compiler else {}
+        done = 0
+        for old in stored:
+            row = self._measurement(Variant.from_id(old.variant_id), errors.get(old.variant_id))
+            if row.status != "ok":
+                log.warning("tunesearch: %s at %s measured %s on re-timing (%s); its stored %.2f us stands",
+                            old.variant_id, self.key, row.status, row.error, old.us)
+                continue
+            self.store.retime_trial(old.id, self.sweep_id, {name: getattr(row, name) for name in
+                                                            Store.RETIMED_FIELDS} | {"versions": self.versions})
+            done += 1
+        return done
+
     def _proposal(self, trial) -> Variant | None:
         """The variant ``trial`` proposes; None when another worker has finished the trial meanwhile.
         On SQLite two workers can pop the same queued trial (Optuna's row lock is a no-op there), and
@@ -340,6 +362,10 @@ class KeySearch:
             log.warning("tunesearch: Optuna trial %d was finished by another worker", trial.number)
 
     def _measure(self, variant: Variant, compile_error: str | None) -> Trial:
+        return self.store.add_trial(self._measurement(variant, compile_error))
+
+    def _measurement(self, variant: Variant, compile_error: str | None) -> Trial:
+        """``variant`` measured at this key now, as an unsaved trial row."""
         k = self.key
         if compile_error:
             from .measure import Result
@@ -356,7 +382,7 @@ class KeySearch:
             for name, value in metrics(k.m, k.n, k.k, k.group_size, result.us,
                                        self.measurer.copy_bandwidth, self.fp16_us).items():
                 setattr(row, name, value)
-        return self.store.add_trial(row)
+        return row
 
 
 def study_name(key: Key, families) -> str:
@@ -481,12 +507,17 @@ def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Var
 
 def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> tuple[list[Variant], bool]:
     """What a key's search times first, in order, those its space holds: the best former winner (a kernel
-    change is usually small), the next larger M's winners (``covering_winners``), the former
-    winner's twins along later parameters and the other former winners, the other layouts' winners, then
-    the neighbouring keys' winners. ``initial_queue`` cuts this to the seed share of the budget, so what
-    comes first is what a small budget still times. Also returns whether the key times a bucket's smallest
+    change is usually small), the next larger M's winners (``covering_winners``), the former winner's twins
+    along later parameters and the other former winners, the other layouts' winners, then the neighbouring
+    keys' winners; on a key resumed in this code (not a bucket's smallest M), its best variant's twins
+    first, then the rest in that order. ``initial_queue`` cuts this to the seed share of the budget, so
+    what comes first is what a small budget still times. Also returns whether the key times a bucket's smallest
     M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s ``least``)."""
-    former = later_parameter_twins(former_winners(store, key, search.codes), search.space)
+    # the twins along later parameters of the key's best variant: of this code where it has one (a parameter
+    # added without a kernel change, rsmma's CLUSTER: NOTES.md row 89), else of its best former winner
+    current = sorted((t for t in search.measured().values() if t.status == "ok"), key=lambda t: t.us)[:1]
+    former = later_parameter_twins([Variant.from_id(t.variant_id) for t in current]
+                                   + former_winners(store, key, search.codes), search.space)
     best = store.best_trials()  # one scan of the store for both
     # a bucket's smallest M (shapes.is_edge_key, as the export reads it): the bucket's fastest few first,
     # since the export picks for the bucket among the variants timed at both
@@ -498,7 +529,11 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
         # larger tiles leave rows past M (below BM rsmma's box still has them: NOTES.md row 87; 4096x22016
         # M=33 took 46.8 us with bucket 48's 64-token tiles, 18.9 at M=32) these have none
         covering += winners_at(store, key, key.m - 1, search.by_family, EDGE_BELOW)
-    seeds = (former[:1] + covering + former[1:]
+    # after a kernel change the next larger M's winners come before the former winner's twins (NOTES.md row
+    # 85); a key resumed in this code has those timed already, and its best's twins are what is new, but
+    # at a bucket's smallest M the bucket's fastest come first still (the export picks among those)
+    ahead = former if current and not edge else former[:1] + covering
+    seeds = (ahead + [v for v in covering + former if v not in ahead]
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid], edge
 

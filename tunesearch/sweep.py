@@ -40,7 +40,8 @@ class SweepSettings:
     # EDGE_TRIALS trials: the export then picks per bucket what holds over all of it (edge_aware_picks)
     edges: bool = False
     # > 0: each key gets this many trials more than it has measured when the sweep reaches it, instead of
-    # ``trials`` in all (a parameter added to a family: its twins of the former winners, search.key_seeds)
+    # ``trials`` in all (a parameter added to a family: its twins of the former winners, search.key_seeds),
+    # after its RETIME fastest stored variants are timed again in this run (KeySearch.retime)
     more: int = 0
 
     def __post_init__(self):
@@ -87,6 +88,12 @@ class SweepSettings:
         return min(self.trials, EDGE_TRIALS) if m in self.edge_ms else self.trials
 
 
+# The stored variants a ``more`` sweep times again at each key before its new ones: the best, and those
+# close enough behind it to take its place if its new timing comes out slower (the H200's run-to-run
+# drift, 2-5%, is as large as a new parameter's gain: NOTES.md row 89).
+RETIME = 3
+
+
 @dataclass
 class SweepResult:
     gpu: str
@@ -96,6 +103,7 @@ class SweepResult:
     status: str
     best: list = field(default_factory=list)
     worker_restarts: int = 0
+    retimed: int = 0  # stored trials timed again (``more`` sweeps)
 
 
 def optuna_storage(url: str, attempts: int = 5):
@@ -221,7 +229,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
     keys = [Key(info.name, m, n, k, settings.group_size, layout)
             for ms in (settings.ms, settings.edge_ms) for k, n in settings.shapes for m in ms for layout in layouts]
-    trials_run, status, keys_seen, short = 0, "done", 0, False
+    trials_run, status, keys_seen, short, retimed = 0, "done", 0, False, 0
     # each key's space size, counted once a sweep: a count enumerates and checks the whole space (~0.2 s a
     # key on sm_90), and a sweep with a time budget asks for each key up to three times
     space_size = functools.cache(lambda key: len(key_space(key, limits, settings.families)))
@@ -255,6 +263,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
                                versions=_versions(info, code), seed=settings.seed, storage=storage,
                                limits=limits, families=settings.families)
             search.fp16_us = fp16
+            if settings.more and measured:  # its fastest timed again first: the new ones race this run's
+                retimed += search.retime(RETIME, compiler)
             seeds, at_edge = key_seeds(store, key, settings.ms, search)
             search.enqueue(initial_queue(seeds, spread_variants(key.m, key.n, key.k, key.group_size, limits,
                                                                 layout=key.layout),
@@ -287,7 +297,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     best = [t for t in store.best_trials(info.name)
             if (t.k, t.n) in set(settings.shapes) and t.m in settings.all_ms and t.group_size == settings.group_size]
     return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
-                       worker_restarts=measurer.restarts)
+                       worker_restarts=measurer.restarts, retimed=retimed)
 
 
 class _ForwardedProgress:
