@@ -290,6 +290,20 @@ def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(var
     assert mma_only["staged_loads"] == bm // 16  # one split: C's tile read back staged, 16 of its rows a pass
 
 
+@pytest.mark.parametrize("variant", ["rsmma.bm32.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s8.c4"])
+def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(variant):
+    # rsmma_cluster.py's reduction through a cluster (NOTES.md row 89) must time the family's loop: the
+    # same waits (one wgmma in flight), the same shared allocation (its mbarriers lie past it, at REGION),
+    # no spills; and a partial must fit the first ring buffer, where the other ranks leave theirs
+    full = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
+    cluster = _compiled_offline("rsmma_cluster.py", "--compile", variant)
+    assert cluster["waits"] == full["waits"] and cluster["shared"] == full["shared"] and cluster["local"] == 0
+    from tunesearch.variants import Variant
+
+    p = Variant.from_id(variant).params
+    assert cluster["first_buffer"] >= p["BN"] * p["BM"] * 4
+
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'

@@ -360,7 +360,8 @@ def compile_offline(variant_id: str, M: int = 32, N: int = 11008, K: int = 4096)
     scales = torch.empty(K // 128, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     _, _, args, meta = _rsmma_call(Variant.from_id(variant_id).params, a, packed, scales, out, 128)
-    consts = {name: meta[name] for name in rsmma_cluster_kernel.arg_names if name in meta} | dict(REGION=0)
+    consts = {name: meta[name] for name in rsmma_cluster_kernel.arg_names if name in meta}
+    consts |= dict(REGION=0, EXCHANGE=2)
     first = gluon_checks.compile_tma_kernel(rsmma_cluster_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
     consts["REGION"] = (first.metadata.shared + 15) // 16 * 16
     return gluon_checks.compile_tma_kernel(rsmma_cluster_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
@@ -437,6 +438,7 @@ if __name__ == "__main__":
 
         compiled = compile_offline(sys.argv[2])
         sass = disassemble(compiled)
-        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(sass), **resources(compiled))))
+        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(sass),
+                              first_buffer=first_buffer_bytes(compiled), **resources(compiled))))
     else:
         main(sys.argv[1], *(int(x) for x in sys.argv[2:3]))
