@@ -405,7 +405,8 @@ def main(out_dir, max_m=64):
                      ("push", cluster_launch(variant, EXCHANGE=3)),
                      ("family_in_clusters", family_cluster_launch(variant)),
                      ("family_pairs", family_cluster_launch(variant, 2)),
-                     ("no_reads", cluster_launch(variant, EXCHANGE=1)), ("no_exchange", cluster_launch(variant, EXCHANGE=0)))
+                     ("no_reads", cluster_launch(variant, EXCHANGE=1)),
+                     ("no_exchange", cluster_launch(variant, EXCHANGE=0)))
             forms = [(name, launch) for name, launch in forms if name in FORMS]
             for form, launch in forms:
                 if form not in ("family", "family_pairs") and variant.params["SPLIT_K"] < 2:
