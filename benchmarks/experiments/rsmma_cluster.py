@@ -3,6 +3,11 @@
     python benchmarks/experiments/rsmma_cluster.py OUT_DIR [MAX_M]   (sm_90 GPU: check and time)
     python benchmarks/experiments/rsmma_cluster.py --compile VARIANT_ID  (offline: compiles, registers)
 
+The table's picks at M = 1, 16, 32, 64 (128, 256 up to MAX_M) on the llama-7b shapes, and each one-split
+pick's twin with two splits (CLUSTER_TWINS=0: none), in the forms CLUSTER_FORMS names (default
+family,cluster; see ALL_FORMS and rsmma_cluster_kernel's EXCHANGE); CLUSTER_ONLY="M,K,N;..." those keys
+alone, CLUSTER_PICKS="M,K,N=ID|ID;..." more variants there. NOTES.md row 89 has the runs.
+
 The family's split tail (NOTES.md rows 66, 68, 84): every split but the summing one stores its fp32
 partial [BN, BM] to a global workspace, fences and counts; the one that sums reads them back from L2.
 Row 68's bare ring took 2.4 us off M=32 4096x11008 (12.69 -> 10.29) with the reduction kept on chip.
