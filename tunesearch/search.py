@@ -234,6 +234,10 @@ class KeySearch:
     def measured(self) -> dict[str, Trial]:
         return {t.variant_id: t for t in self.store.trials(self.key) if t.code_version == self.codes.get(t.family)}
 
+    def fastest(self, count: int) -> list[Trial]:
+        """The key's ``count`` fastest ok trials of this code, fastest first."""
+        return sorted((t for t in self.measured().values() if t.status == "ok"), key=lambda t: t.us)[:count]
+
     # The family is chosen by us, the parameters by the sampler: round-robin for the first
     # EXPLORE share of the budget, then round-robin over the families whose best time is within
     # CONTENDER of the best. Left to TPE, a family whose typical variant is slow but whose best is
@@ -304,7 +308,7 @@ class KeySearch:
         new timings (``Store.retime_trial`` keeps the former ones): the variants measured next are then
         compared with timings of the same run. Returns how many were re-timed; one that does not measure
         ok now keeps its stored timing (a warning says so)."""
-        stored = sorted((t for t in self.measured().values() if t.status == "ok"), key=lambda t: t.us)[:count]
+        stored = self.fastest(count)
         if not stored:
             return 0
         errors = compiler.compile([t.variant_id for t in stored], self.key.m, self.key.n, self.key.k,
@@ -515,7 +519,7 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s ``least``)."""
     # the twins along later parameters of the key's best variant: of this code where it has one (a parameter
     # added without a kernel change, rsmma's CLUSTER: NOTES.md row 89), else of its best former winner
-    current = sorted((t for t in search.measured().values() if t.status == "ok"), key=lambda t: t.us)[:1]
+    current = search.fastest(1)
     former = later_parameter_twins([Variant.from_id(t.variant_id) for t in current]
                                    + former_winners(store, key, search.codes), search.space)
     best = store.best_trials()  # one scan of the store for both

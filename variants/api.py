@@ -252,7 +252,7 @@ def _launch_clustered(kernel, grid, args, meta, ctas: int):
     compiled = kernel.warmup(*args, grid=grid, **meta)
     compiled._init_handles()
     stream = triton.runtime.driver.active.get_current_stream(args[3].get_device())  # C's device
-    constexprs = [meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs]
+    constexprs = _constexpr_values(kernel, meta)
     runtime = triton.knobs.runtime
     hooked = _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)
     launch_metadata = compiled.launch_metadata(grid, stream, *args) if hooked else None
@@ -260,6 +260,12 @@ def _launch_clustered(kernel, grid, args, meta, ctas: int):
                  cluster_meta(compiled.packed_metadata, ctas), launch_metadata,
                  runtime.launch_enter_hook if hooked else None, runtime.launch_exit_hook if hooked else None,
                  *args, *constexprs)
+
+
+def _constexpr_values(kernel, meta: dict) -> tuple:
+    """The values of ``kernel``'s constexpr parameters in a launch with ``meta`` (their defaults where
+    ``meta`` has none), in the order the compiled kernel's own launcher takes them, after the arguments."""
+    return tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
 
 
 def _hooked(hook) -> bool:
@@ -329,7 +335,7 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     boxes = [(d.block_shape, d.layout) for d in args[:3]]
     workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
     locks, fixed = args[5].numel() if workspace else 0, args[6:9]  # the split counters a launch needs, M, N, K
-    constexprs = tuple(meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs)
+    constexprs = _constexpr_values(kernel, meta)
     run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
     g0, g1, g2 = grid
     ctas = variant.params.get("CLUSTER", 1)

@@ -294,7 +294,7 @@ def cluster_launch(variant, **meta_overrides):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument callable running ``variant`` with
     the cluster reduction (SPLIT_K > 1). Compiled twice (REGION learnt from the first), launched through
     the compiled kernel's own launcher with num_ctas = SPLIT_K and the larger shared size."""
-    from tunesearch.variants.api import _rsmma_call
+    from tunesearch.variants.api import _constexpr_values, _rsmma_call
 
     def launch(a, packed, scales, out):
         _, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
@@ -312,8 +312,7 @@ def cluster_launch(variant, **meta_overrides):
             compiled._init_handles()
         packed_meta = (compiled.metadata.num_warps, split_k, shared)
         kernel = rsmma_cluster_kernel
-        consts = [(meta | dict(REGION=region)).get(kernel.params[i].name, kernel.params[i].default)
-                  for i in kernel.constexprs]
+        consts = list(_constexpr_values(kernel, meta | dict(REGION=region)))
         g0, g1, g2 = grid[0], 1, grid[2]  # x: column tiles (each a cluster of SPLIT_K CTAs)
         locks = torch.zeros(g0 * g2, dtype=torch.int32, device=a.device)  # each tile's flag, re-armed
         rest = list(args[:5]) + [locks] + list(args[6:]) + consts
@@ -330,25 +329,17 @@ def cluster_launch(variant, **meta_overrides):
 
 def family_cluster_launch(variant, size: int | None = None):
     """The family's own launch of ``variant`` (its global split reduction) but in clusters of ``size`` CTAs
-    (SPLIT_K if None) along x, neighbouring column tiles: what the cluster launch alone costs or gives."""
-    from tunesearch.variants.api import _rsmma_call
+    (SPLIT_K if None) along x, neighbouring column tiles (``api._launch_clustered``, which CLUSTER=2
+    launches through): what the cluster launch alone costs or gives."""
+    from tunesearch.variants.api import _launch_clustered, _rsmma_call
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
         ctas = size or meta["SPLIT_K"]
         assert grid[0] % ctas == 0, "whole clusters along x"
-        compiled = kernel.warmup(*args, grid=grid, **meta)
-        compiled._init_handles()
-        packed_meta = (compiled.metadata.num_warps, ctas, compiled.metadata.shared)
-        consts = [meta.get(kernel.params[i].name, kernel.params[i].default) for i in kernel.constexprs]
-        locks = torch.zeros(args[5].numel(), dtype=torch.int32, device=a.device)
-        rest = list(args[:5]) + [locks] + list(args[6:]) + consts
-        device = a.get_device()
-        current_stream = triton.runtime.driver.active.get_current_stream
 
         def run():
-            compiled.run(grid[0] // ctas, grid[1], grid[2], current_stream(device), compiled.function,
-                         packed_meta, None, None, None, *rest)
+            _launch_clustered(kernel, grid, args, meta, ctas)
             return out
         return run
     return launch
