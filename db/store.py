@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, event, inspect, select
-from sqlalchemy.exc import ArgumentError, IntegrityError
+from sqlalchemy import create_engine, event, inspect, select, text
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .models import GPU, GPU_IDENTITY, SCHEMA_VERSION, Base, Baseline, Meta, Sweep, Trial, utcnow
@@ -22,8 +24,35 @@ class StoreError(RuntimeError):
     pass
 
 
+class _SchemaBeingCreated(Exception):
+    """Another worker has created the tables but not yet written the schema version."""
+
+
 def resolve_url(url: str | None) -> str:
     return url or os.environ.get("TUNESEARCH_DB") or DEFAULT_URL
+
+
+# Any fixed 64-bit number: the advisory lock that workers on one PostgreSQL database take in turn
+# while they create the schema.
+_SCHEMA_LOCK_ID = 0x7475_6E65_7365_6172  # "tunesear"
+
+
+@contextmanager
+def schema_lock(engine):
+    """Hold, on PostgreSQL, a lock every tunesearch worker takes to create tables (ours or Optuna's).
+    Two workers starting on a fresh database otherwise both see no table, both run CREATE TABLE,
+    and the loser fails with DuplicateTable (seen in CI's two-worker test). SQLite serializes DDL
+    under its database lock already; other databases rely on the callers' retries."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _SCHEMA_LOCK_ID})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _SCHEMA_LOCK_ID})
+            conn.commit()
 
 
 @dataclass(frozen=True)
@@ -73,7 +102,23 @@ class Store:
         self._session = sessionmaker(self.engine, expire_on_commit=False)
         self._init_schema()
 
-    def _init_schema(self):
+    def _init_schema(self, attempts: int = 10):
+        """Check a found schema's version, or create the schema. Workers starting together on a fresh
+        database race to create it: on PostgreSQL they take turns under ``schema_lock``; on SQLite the
+        loser's CREATE TABLE fails ("already exists"), or it sees the tables before their version row,
+        and it looks again."""
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                with schema_lock(self.engine):
+                    self._check_or_create_schema(last)
+                return
+            except (OperationalError, IntegrityError, _SchemaBeingCreated):
+                if last:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+
+    def _check_or_create_schema(self, last: bool):
         try:
             tables = set(inspect(self.engine).get_table_names())
         except Exception as exc:
@@ -81,12 +126,15 @@ class Store:
         if "ts_meta" in tables:
             with self._session() as s:
                 row = s.get(Meta, "schema_version")
+            if row is None and not last:
+                raise _SchemaBeingCreated  # by another worker, between its tables and this row
             found = int(row.value) if row and row.value.isdigit() else None
             if found != SCHEMA_VERSION:
                 raise StoreError(
                     f"database {self.url!r} has tunesearch schema {found or 'unknown'}, this version "
                     f"reads schema {SCHEMA_VERSION}; use another --db or a matching tunesearch")
-        elif tables & {"ts_trials", "ts_gpus"}:
+            return
+        if tables & {"ts_trials", "ts_gpus"}:
             raise StoreError(f"database {self.url!r} has tunesearch tables but no schema version")
         Base.metadata.create_all(self.engine)
         with self._session() as s:

@@ -126,6 +126,30 @@ def test_two_sweeps_write_one_store_at_once(shared_db):
     assert len(rows) >= 12  # each key got at least its budget
 
 
+OPEN_AT_ONCE = """
+import os, sys, time
+from tunesearch.db import Store
+from tunesearch.sweep import optuna_storage
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):  # start together, to race on creating the schema
+    time.sleep(0.001)
+optuna_storage(Store(sys.argv[1]))
+"""
+
+
+def test_workers_starting_on_a_fresh_database_create_its_schema_once(shared_db, tmp_path):
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, shared_db, str(go)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(6)]
+    assert [p.stdout.readline() for p in procs] == ["ready\n"] * 6  # past the imports
+    go.touch()
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    failed = [out for p, out in zip(procs, outs) if p.returncode]
+    assert not failed, "\n\n".join(failed)
+    assert Store(shared_db).trials() == []
+    assert optuna.get_all_study_names(shared_db) == []  # Optuna's schema is in place, and empty
+
+
 def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
     """--gpu all: one worker process per device pulls keys from a shared queue, one store. (The
     interpreter measurer ignores the device index, so two 'devices' run on the CPU here.)"""

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
+from tunesearch.db.store import schema_lock
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
 from .search import (EDGE_SEEDS, FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies,
@@ -106,17 +107,20 @@ class SweepResult:
     retimed: int = 0  # stored trials timed again (``more`` sweeps)
 
 
-def optuna_storage(url: str, attempts: int = 5):
+def optuna_storage(store: Store, attempts: int = 5):
     """Optuna's storage in the store's database. Two workers starting on a fresh database race to
-    create Optuna's schema (an IntegrityError on alembic_version, seen in the concurrency test);
-    the loser retries and finds it in place."""
+    create Optuna's schema: on PostgreSQL they take turns under the store's schema lock; on SQLite
+    the loser gets an IntegrityError on alembic_version (seen in the concurrency test), retries
+    and finds the schema in place."""
     import optuna
     from sqlalchemy.exc import IntegrityError, OperationalError
 
+    url = store.url
     kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     for attempt in range(attempts):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
+            with schema_lock(store.engine):
+                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
         except (IntegrityError, OperationalError):
             if attempt == attempts - 1:
                 raise
@@ -222,7 +226,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     code = code_version()
     gpu_row = store.upsert_gpu(info.to_dict(), measurer.copy_bandwidth)
     sweep = store.start_sweep(gpu_row, settings.to_dict(), _versions(info, code))
-    storage = optuna_storage(store.url)
+    storage = optuna_storage(store)
     deadline = t0 + settings.time_budget if settings.time_budget else float("inf")
     limits = DeviceLimits.of(device) if device is not None and not settings.interpret_test else None
     layouts = sweep_layouts(settings, limits)
