@@ -1,0 +1,283 @@
+"""EXPERIMENT: one rsmma token tile of HI + LO tokens as two accumulators on one weight fragment (M = 129..192).
+
+    python benchmarks/experiments/rsmma_two_tiles.py OUT_DIR     (on an sm_90 GPU: checked against
+                                                                  A @ dequantize(W), timed beside the
+                                                                  table's pick and cuBLAS fp16)
+    python benchmarks/experiments/rsmma_two_tiles.py --compile CONFIG   (offline, sm_90: registers, spills,
+                                                                         the wgmmas left in flight)
+
+Why (NOTES.md row 88, the `_s42` session plan): past 128 tokens every variant of the space takes a third
+64-token tile or a second 128-token one over all the weights, so the bucket M=129..192 costs what M=256
+costs (43 us on 4096x12288 wherever M falls, cuBLAS fp16 29.4 us at M=129, 31.9 at 160, 47.5 at 192).
+The wgmma's N (here the token count) may be any multiple of 8 up to 256, but Triton's tensors need
+power-of-two shapes, so a 136-, 144-, 160- or 192-token tile is two accumulators: [BN, HI] and [BN, LO]
+(HI = 128; LO = 8, 16, 32 or 64), both fed from the one unpacked weight fragment of a block. The unpack
+(the MMA warps' chain, row 78) is paid once for HI + LO tokens instead of once per token tile.
+
+The kernel is rsmma's (variants/rsmma.py), cut down to what the experiment needs: one token tile, M in
+(HI, HI + LO], one split, the scaled fragment (the family's form above 32 tokens). The ring's A slot is
+two TMA boxes of the same activations: rows [0, HI) and rows [M - LO, M) (inside A, no zero fill: the
+family's shifted tile, `dqmma.token_origin`); the LO accumulator's rows below HI repeat the HI one's and
+are masked at the store. Both accumulators leave through the drained ring as the family's staged store
+does (`rsmma._store_tile_staged`), HI through the HI boxes' ring and LO through the LO boxes'.
+
+A config: "BN,LO,BK,STAGES,CTAS" (HI is 128), e.g. "64,64,64,4,2": BN/16 MMA warps, CTAS CTAs an SM
+(the launch's registers, `rsmma_launch.launch_registers`).
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged  # noqa: E402
+
+HI = 128  # the first accumulator's tokens: the family's largest tile that runs two CTAs an SM at BN=64
+
+
+@gluon.jit
+def _two_tile_block(i, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr,
+                    WORDS: gl.constexpr, FRAG: gl.constexpr, FRAG_LO: gl.constexpr):
+    """Block i: unpack its fragment once, issue both wgmmas on it, wait for block i-1's two and free
+    that slot (rsmma._mma_block with a second accumulator)."""
+    STAGES: gl.constexpr = a_hi.type.shape[0]
+    s = i % STAGES
+    mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+    w = FRAGMENT(p_smem.index(s), s_smem.index(s), WORDS, FRAG, True)
+    acc_hi = warpgroup_mma(w, a_hi.index(s).permute((1, 0)), acc_hi, is_async=True)
+    # the same registers seen with the LO accumulator as parent: an A operand's layout depends on the MMA's
+    # rows and depth only, so the conversion moves nothing
+    w_lo = gl.convert_layout(w, FRAG_LO, assert_trivial=True)
+    acc_lo = warpgroup_mma(w_lo, a_lo.index(s).permute((1, 0)), acc_lo, is_async=True)
+    acc_hi, acc_lo = warpgroup_mma_wait(num_outstanding=2, deps=(acc_hi, acc_lo))
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    return acc_hi, acc_lo
+
+
+@gluon.jit
+def _two_tile_mma(BN: gl.constexpr, LO: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
+                  WORDS: gl.constexpr, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks):
+    HI_ROWS: gl.constexpr = a_hi.type.shape[1]
+    HI_ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, HI_ROWS, 16])
+    LO_ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                                     instr_shape=[16, LO, 16])
+    FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=HI_ACC, k_width=2)
+    FRAG_LO: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LO_ACC, k_width=2)
+    STAGES: gl.constexpr = a_hi.type.shape[0]
+    acc_hi = gl.zeros([BN, HI_ROWS], gl.float32, HI_ACC)
+    acc_lo = gl.zeros([BN, LO], gl.float32, LO_ACC)
+    # two blocks a trip, so that each block's fragment has registers of its own (rsmma._mma_segment, C7515)
+    for j in range(n_blocks // 2):
+        acc_hi, acc_lo = _two_tile_block(2 * j, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
+                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
+        acc_hi, acc_lo = _two_tile_block(2 * j + 1, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
+                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
+    if n_blocks % 2 == 1:
+        acc_hi, acc_lo = _two_tile_block(n_blocks - 1, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
+                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
+    acc_hi, acc_lo = warpgroup_mma_wait(num_outstanding=0, deps=(acc_hi, acc_lo))
+    mbarrier.arrive(empty.index((n_blocks - 1) % STAGES), pred=n_blocks > 0)
+    return acc_hi, acc_lo
+
+
+@gluon.jit
+def _two_tile_load(a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks, lo_row,
+                   group):
+    """rsmma's loader for one column tile (frag32 boxes), each slot's A as the two boxes."""
+    STAGES: gl.constexpr = a_hi.type.shape[0]
+    BK: gl.constexpr = a_hi.type.shape[2]
+    BN: gl.constexpr = s_smem.type.shape[2]
+    BYTES: gl.constexpr = (a_hi_desc.block_type.nbytes + a_lo_desc.block_type.nbytes
+                           + p_desc.block_type.nbytes * (BN // 64) + s_desc.block_type.nbytes)
+    col = gl.program_id(0) * BN
+    for i in range(n_blocks):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
+        bar = ready.index(s)
+        k = i * BK
+        mbarrier.expect(bar, BYTES)
+        tma.async_copy_global_to_shared(a_hi_desc, [0, k], bar, a_hi.index(s))
+        tma.async_copy_global_to_shared(a_lo_desc, [lo_row, k], bar, a_lo.index(s))
+        for j in gl.static_range(BN // 64):  # frag32: a box of whole chunks [BK/32, 256] per 64 columns
+            tma.async_copy_global_to_shared(p_desc, [k // 32, (col + 64 * j) * 4], bar,
+                                            p_smem.index(s).slice(j * (BK // 32), BK // 32))
+        tma.async_copy_global_to_shared(s_desc, [k // group, col], bar, s_smem.index(s))
+
+
+@gluon.jit
+def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, M, N, K, stride_cm, stride_cn,
+                    GROUP: gl.constexpr, LO: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                    WORDS: gl.constexpr, FRAGMENT: gl.constexpr, num_warps: gl.constexpr):
+    """C [M, N] for HI < M <= HI + LO tokens (HI: a_hi_desc's box rows), a CTA per column tile of BN = 16 x
+    num_warps, frag32 weights."""
+    BN: gl.constexpr = 16 * num_warps
+    HI_ROWS: gl.constexpr = a_hi_desc.block_type.shape[0]
+    gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
+    gl.static_assert(STAGES * BK >= BN, "the ring holds C's tiles for the staged store")
+    n_blocks = K // BK
+    lo_row = M - LO  # the LO box's first row: inside A; its rows below HI_ROWS repeat the HI tile's
+    a_hi = gl.allocate_shared_memory(gl.float16, [STAGES, HI_ROWS, BK], a_hi_desc.layout)
+    a_lo = gl.allocate_shared_memory(gl.float16, [STAGES, LO, BK], a_lo_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BN // 64 * (BK // 32), 256], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(empty.index(j), count=1)
+    acc_hi, acc_lo = gl.warp_specialize([
+        (_two_tile_mma, (BN, LO, num_warps, FRAGMENT, WORDS, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks)),
+        (_two_tile_load, (a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks,
+                          lo_row, GROUP)),
+    ], [1], [LOAD_REGS])
+    col0 = gl.program_id(0) * BN
+    _store_tile_staged(acc_hi, a_hi, c_ptr, 0, col0, M, N, stride_cm, stride_cn, True)
+    # LO's tile from C's row HI_ROWS (its own first token): the rows it repeats come at negative offsets, masked
+    _store_tile_staged(acc_lo, a_lo, c_ptr + HI_ROWS * stride_cm, lo_row - HI_ROWS, col0, M - HI_ROWS, N,
+                       stride_cm, stride_cn, True)
+
+
+def parse_config(text: str) -> dict:
+    bn, lo, bk, stages, ctas = (int(x) for x in text.split(","))
+    return dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas)
+
+
+def config_id(c: dict) -> str:
+    return f"hi{HI}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}"
+
+
+def launch_args(config: dict, a, packed_f, scales, out):
+    """(args, meta) of two_tile_kernel for frag32 weights ``packed_f`` [K/32, 4N]."""
+    from tunesearch.variants.rsmma import frag32_descriptors, frag32_fragment, frag32_word_layout
+    from tunesearch.variants.rsmma_launch import launch_registers
+
+    M, K = a.shape
+    N = scales.shape[1]
+    bn, lo, bk = config["BN"], config["LO"], config["BK"]
+    if not HI < M <= HI + lo:
+        raise ValueError(f"a {HI}+{lo}-token tile takes {HI} < M <= {HI + lo}, not M={M}")
+    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, bn, bk)
+    a_lo = frag32_descriptors(a, packed_f, scales, lo, bn, bk)[0]
+    warps = bn // 16
+    args = (a_hi, a_lo, p_desc, s_desc, out, M, N, K, out.stride(0), out.stride(1))
+    meta = dict(GROUP=128, LO=lo, BK=bk, STAGES=config["STAGES"], WORDS=frag32_word_layout(bk, warps),
+                FRAGMENT=frag32_fragment, num_warps=warps, maxnreg=launch_registers(warps, config["CTAS"]))
+    return args, meta
+
+
+def two_tile_launch(config: dict):
+    """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
+    def launch(a, packed, scales, out):
+        args, meta = launch_args(config, a, packed, scales, out)
+        grid = (triton.cdiv(scales.shape[1], config["BN"]),)
+
+        def run():
+            two_tile_kernel[grid](*args, **meta)
+            return out
+        return run
+    return launch
+
+
+def compile_offline(config: dict, N: int = 12288, K: int = 4096):
+    """The kernel for ``config`` compiled for sm_90 without a GPU (CPU tensors for the descriptors), at
+    M = HI + LO."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    M = HI + config["LO"]
+    a = torch.empty(M, K, dtype=torch.float16)
+    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
+    scales = torch.empty(K // 128, N, dtype=torch.float16)
+    out = torch.empty(M, N, dtype=torch.float16)
+    args, meta = launch_args(config, a, packed, scales, out)
+    names = two_tile_kernel.arg_names
+    types = {name: mangle_type(d) for name, d in zip(names[:4], args[:4])}
+    types |= dict(c_ptr="*fp16", M="i32", N="i32", K="i32", stride_cm="i32")
+    signature = {name: types.get(name, "constexpr") for name in names}
+    consts = {name: meta[name] for name in names if name in meta} | {"stride_cn": 1}
+    divisible = [names.index(n) for n in ("c_ptr", "N", "K", "stride_cm")]
+    src = GluonASTSource(two_tile_kernel, signature, constexprs=consts,
+                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
+
+
+# (BN, LO, BK, STAGES, CTAS): 64-column tiles two CTAs an SM (192 CTAs on 4096x12288: one wave of 264
+# slots) and one, 128-column tiles one CTA an SM; the deepest ring that fits 227 KB at each
+CONFIGS = [dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas)
+           for lo in (8, 16, 32, 64) for bn, bk, stages, ctas in
+           ((64, 64, 4, 2), (64, 128, 2, 2), (64, 64, 6, 1), (64, 128, 3, 1), (128, 64, 4, 1), (128, 128, 2, 1))]
+MS = (129, 136, 144, 160, 176, 192)
+
+
+def main(out_dir):
+    from benchmarks.experiments import gluon_checks
+    from benchmarks.experiments.dqmma_rs import family_launch
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, time_fp16
+    from tunesearch.dispatch import Dispatcher, read_table
+    from tunesearch.gpu import gpu_info
+
+    info = gpu_info(0)
+    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
+    shapes = [(4096, 12288), (4096, 22016), (4096, 11008), (11008, 4096), (4096, 4096)]
+    only = os.environ.get("TWO_TILES_SHAPES")  # "KxN,..."
+    if only:
+        shapes = [tuple(int(x) for x in s.split("x")) for s in only.split(",")]
+    configs = [parse_config(c) for c in os.environ["TWO_TILES_CONFIGS"].split(";")] if os.environ.get(
+        "TWO_TILES_CONFIGS") else CONFIGS
+    rows = []
+    for K, N in shapes:
+        layout = table.layout_for(N, K, torch.device("cuda"))
+        if layout != "frag32":
+            print(f"{K}x{N}: the table keeps layout {layout}; the experiment reads frag32 only", flush=True)
+            continue
+        for M in MS:
+            pick = table.resolve(M, N, K, torch.device("cuda"))
+            check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
+            ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
+            fp16 = time_fp16(M, N, K, info.l2_bytes, replays=20).us
+            picked = graph_time([family_launch(pick)(*c) for c in ops.copies], replays=20).us
+            row = dict(M=M, K=K, N=N, fp16=fp16, pick=pick.id, pick_us=picked, configs={})
+            for config in configs:
+                if not HI < M <= HI + config["LO"]:
+                    continue
+                try:
+                    err = gluon_checks.relative_error_of(two_tile_launch(config), check)
+                    if not err < REL_TOL:
+                        raise AssertionError(f"WRONG: relative error {err:.3g}")
+                    us = graph_time([two_tile_launch(config)(*c) for c in ops.copies], replays=20).us
+                    row["configs"][config_id(config)] = dict(us=us, rel_error=err)
+                except Exception as e:  # one config's failure is a result, not the run's end
+                    row["configs"][config_id(config)] = dict(error=f"{type(e).__name__}: {str(e)[:300]}")
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del ops
+            with open(f"{out_dir}/rsmma_two_tiles.json", "w") as f:
+                json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+    print(f"{'key':>16} {'fp16':>7} {'pick':>7} {'best two-tile':>7} config")
+    for r in rows:
+        timed = {c: v["us"] for c, v in r["configs"].items() if "us" in v}
+        best = min(timed, key=timed.get) if timed else None
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>16} {r['fp16']:7.2f} {r['pick_us']:7.2f} "
+              f"{timed[best] if best else float('nan'):7.2f} {best or '-'}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--compile":
+        from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+
+        compiled = compile_offline(parse_config(sys.argv[2]))
+        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)),
+                              **resources(compiled))))
+    else:
+        main(sys.argv[1])
