@@ -21,8 +21,13 @@ family's shifted tile, `dqmma.token_origin`); the LO accumulator's rows below HI
 are masked at the store. Both accumulators leave through the drained ring as the family's staged store
 does (`rsmma._store_tile_staged`), HI through the HI boxes' ring and LO through the LO boxes'.
 
-A config: "BN,LO,BK,STAGES,CTAS" (HI is 128), e.g. "64,64,64,4,2": BN/16 MMA warps, CTAS CTAs an SM
-(the launch's registers, `rsmma_launch.launch_registers`).
+A config: "BN,LO,BK,STAGES,CTAS,STREAM" (HI is 128), e.g. "64,64,64,4,2,1": BN/16 MMA warps, CTAS CTAs
+an SM (the launch's registers, `rsmma_launch.launch_registers`), a CTA per column tile (STREAM=0) or
+stream-K over CTAS x the SMs (STREAM=1: each CTA an equal run of all the column tiles' blocks, each
+segment stored as it ends through the family's split reduction, `dqmma.store_tile`, the LO accumulators'
+workspace slots and counters after the HI ones'). Past 128 tokens the grids are few and large: 192 CTAs of
+BN=64 on 4096x12288 leave 60 of the 132 SMs with two, so the wave lasts what two CTAs on one SM take;
+stream-K evens that out (the family's M=128 pick, 384 CTAs three an SM, fills its wave).
 """
 import json
 import os
@@ -38,16 +43,18 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
+from tunesearch.variants.dqmma import (_first_cta, _next_unit, _unit, store_tile, stream_k_segment,  # noqa: E402
+                                       stream_k_segments)
 from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged  # noqa: E402
 
 HI = 128  # the first accumulator's tokens: the family's largest tile that runs two CTAs an SM at BN=64
 
 
 @gluon.jit
-def _two_tile_block(i, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr,
+def _two_tile_block(i, first, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr,
                     WORDS: gl.constexpr, FRAG: gl.constexpr, FRAG_LO: gl.constexpr):
-    """Block i: unpack its fragment once, issue both wgmmas on it, wait for block i-1's two and free
-    that slot (rsmma._mma_block with a second accumulator)."""
+    """Block i of a segment that began at block ``first``: unpack its fragment once, issue both wgmmas on
+    it, wait for block i-1's two and free that slot (rsmma._mma_block with a second accumulator)."""
     STAGES: gl.constexpr = a_hi.type.shape[0]
     s = i % STAGES
     mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -58,13 +65,38 @@ def _two_tile_block(i, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
     w_lo = gl.convert_layout(w, FRAG_LO, assert_trivial=True)
     acc_lo = warpgroup_mma(w_lo, a_lo.index(s).permute((1, 0)), acc_lo, is_async=True)
     acc_hi, acc_lo = warpgroup_mma_wait(num_outstanding=2, deps=(acc_hi, acc_lo))
-    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+    mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > first)
+    return acc_hi, acc_lo
+
+
+@gluon.jit
+def _two_tile_segment(acc_hi, acc_lo, begin, end, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr,
+                      WORDS: gl.constexpr, FRAG: gl.constexpr, FRAG_LO: gl.constexpr):
+    """Both accumulators += the CTA's ring blocks [begin, end) (one column tile's), the last wgmmas waited for
+    and every slot freed (rsmma._mma_segment's scaled-fragment form)."""
+    STAGES: gl.constexpr = a_hi.type.shape[0]
+    n_blocks = end - begin
+    # two blocks a trip, so that each block's fragment has registers of its own (rsmma._mma_segment, C7515)
+    for j in range(n_blocks // 2):
+        acc_hi, acc_lo = _two_tile_block(begin + 2 * j, begin, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready,
+                                         empty, FRAGMENT, WORDS, FRAG, FRAG_LO)
+        acc_hi, acc_lo = _two_tile_block(begin + 2 * j + 1, begin, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready,
+                                         empty, FRAGMENT, WORDS, FRAG, FRAG_LO)
+    if n_blocks % 2 == 1:
+        acc_hi, acc_lo = _two_tile_block(end - 1, begin, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
+                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
+    acc_hi, acc_lo = warpgroup_mma_wait(num_outstanding=0, deps=(acc_hi, acc_lo))
+    mbarrier.arrive(empty.index((end - 1) % STAGES), pred=end > begin)  # the segment's last slot
     return acc_hi, acc_lo
 
 
 @gluon.jit
 def _two_tile_mma(BN: gl.constexpr, LO: gl.constexpr, num_warps: gl.constexpr, FRAGMENT: gl.constexpr,
-                  WORDS: gl.constexpr, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks):
+                  WORDS: gl.constexpr, MAX_PARTS: gl.constexpr, a_hi, a_lo, p_smem, s_smem, ready, empty, u0,
+                  n_units, blocks, units, ctas, lo_row, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn):
+    """The MMA warps. One column tile a CTA (MAX_PARTS = 1): its two accumulators, stored after the join.
+    Stream-K: a segment a column tile that the CTA's units touch, each stored as it ends through the
+    family's reduction (``dqmma.store_tile``), the LO accumulators' slots and counters after the HI ones'."""
     HI_ROWS: gl.constexpr = a_hi.type.shape[1]
     HI_ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                      instr_shape=[16, HI_ROWS, 16])
@@ -72,38 +104,47 @@ def _two_tile_mma(BN: gl.constexpr, LO: gl.constexpr, num_warps: gl.constexpr, F
                                                      instr_shape=[16, LO, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=HI_ACC, k_width=2)
     FRAG_LO: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=LO_ACC, k_width=2)
-    STAGES: gl.constexpr = a_hi.type.shape[0]
     acc_hi = gl.zeros([BN, HI_ROWS], gl.float32, HI_ACC)
     acc_lo = gl.zeros([BN, LO], gl.float32, LO_ACC)
-    # two blocks a trip, so that each block's fragment has registers of its own (rsmma._mma_segment, C7515)
-    for j in range(n_blocks // 2):
-        acc_hi, acc_lo = _two_tile_block(2 * j, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
-                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
-        acc_hi, acc_lo = _two_tile_block(2 * j + 1, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
-                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
-    if n_blocks % 2 == 1:
-        acc_hi, acc_lo = _two_tile_block(n_blocks - 1, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty,
-                                         FRAGMENT, WORDS, FRAG, FRAG_LO)
-    acc_hi, acc_lo = warpgroup_mma_wait(num_outstanding=0, deps=(acc_hi, acc_lo))
-    mbarrier.arrive(empty.index((n_blocks - 1) % STAGES), pred=n_blocks > 0)
+    if MAX_PARTS == 1:
+        acc_hi, acc_lo = _two_tile_segment(acc_hi, acc_lo, 0, n_units, a_hi, a_lo, p_smem, s_smem, ready, empty,
+                                           FRAGMENT, WORDS, FRAG, FRAG_LO)
+    else:
+        tiles_n = gl.cdiv(N, BN)
+        ws_lo = ws_ptr + tiles_n * (MAX_PARTS * BN * HI_ROWS)
+        for seg in range(stream_k_segments(u0, n_units, blocks)):
+            begin, end = stream_k_segment(seg, u0, n_units, blocks)
+            hi, lo = _two_tile_segment(gl.zeros([BN, HI_ROWS], gl.float32, HI_ACC), gl.zeros([BN, LO], gl.float32,
+                                                                                            LO_ACC),
+                                       begin, end, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT, WORDS, FRAG,
+                                       FRAG_LO)
+            tile = (u0 + end - 1) // blocks  # the column tile (one token tile)
+            first = _first_cta(tile * blocks, units, ctas)
+            rank = gl.program_id(0) - first
+            parts = _first_cta(tile * blocks + blocks - 1, units, ctas) - first + 1
+            store_tile(hi, c_ptr, tile * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, tile, rank, parts,
+                       MAX_PARTS, True)
+            store_tile(lo, c_ptr + HI_ROWS * stride_cm, tile * BN, lo_row - HI_ROWS, N, M - HI_ROWS, stride_cn,
+                       stride_cm, ws_lo, lock_ptr + tiles_n, tile, rank, parts, MAX_PARTS, True)
     return acc_hi, acc_lo
 
 
 @gluon.jit
-def _two_tile_load(a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks, lo_row,
-                   group):
-    """rsmma's loader for one column tile (frag32 boxes), each slot's A as the two boxes."""
+def _two_tile_load(a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, u0, n_units,
+                   blocks, tiles_n, lo_row, group):
+    """rsmma's loader (frag32 boxes) over the CTA's units in order, each slot's A as the two boxes."""
     STAGES: gl.constexpr = a_hi.type.shape[0]
     BK: gl.constexpr = a_hi.type.shape[2]
     BN: gl.constexpr = s_smem.type.shape[2]
     BYTES: gl.constexpr = (a_hi_desc.block_type.nbytes + a_lo_desc.block_type.nbytes
                            + p_desc.block_type.nbytes * (BN // 64) + s_desc.block_type.nbytes)
-    col = gl.program_id(0) * BN
-    for i in range(n_blocks):
+    pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
+    for i in range(n_units):
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier counts as freed
         bar = ready.index(s)
-        k = i * BK
+        k = kb * BK
+        col = pid_n * BN
         mbarrier.expect(bar, BYTES)
         tma.async_copy_global_to_shared(a_hi_desc, [0, k], bar, a_hi.index(s))
         tma.async_copy_global_to_shared(a_lo_desc, [lo_row, k], bar, a_lo.index(s))
@@ -111,19 +152,26 @@ def _two_tile_load(a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_s
             tma.async_copy_global_to_shared(p_desc, [k // 32, (col + 64 * j) * 4], bar,
                                             p_smem.index(s).slice(j * (BK // 32), BK // 32))
         tma.async_copy_global_to_shared(s_desc, [k // group, col], bar, s_smem.index(s))
+        pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
 @gluon.jit
-def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, M, N, K, stride_cm, stride_cn,
+def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                     GROUP: gl.constexpr, LO: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                    WORDS: gl.constexpr, FRAGMENT: gl.constexpr, num_warps: gl.constexpr):
-    """C [M, N] for HI < M <= HI + LO tokens (HI: a_hi_desc's box rows), a CTA per column tile of BN = 16 x
-    num_warps, frag32 weights."""
+                    WORDS: gl.constexpr, FRAGMENT: gl.constexpr, MAX_PARTS: gl.constexpr, num_warps: gl.constexpr):
+    """C [M, N] for HI < M <= HI + LO tokens (HI: a_hi_desc's box rows), frag32 weights, column tiles of
+    BN = 16 x num_warps: a CTA each (MAX_PARTS = 1), or stream-K over the grid's CTAs (MAX_PARTS, the most
+    CTAs a tile meets: ``space.gluon_grid``)."""
     BN: gl.constexpr = 16 * num_warps
     HI_ROWS: gl.constexpr = a_hi_desc.block_type.shape[0]
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     gl.static_assert(STAGES * BK >= BN, "the ring holds C's tiles for the staged store")
-    n_blocks = K // BK
+    blocks = K // BK
+    tiles_n = gl.cdiv(N, BN)
+    units = blocks * tiles_n
+    ctas = gl.num_programs(0)
+    u0 = gl.program_id(0) * units // ctas
+    n_units = (gl.program_id(0) + 1) * units // ctas - u0
     lo_row = M - LO  # the LO box's first row: inside A; its rows below HI_ROWS repeat the HI tile's
     a_hi = gl.allocate_shared_memory(gl.float16, [STAGES, HI_ROWS, BK], a_hi_desc.layout)
     a_lo = gl.allocate_shared_memory(gl.float16, [STAGES, LO, BK], a_lo_desc.layout)
@@ -135,50 +183,67 @@ def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, M, N, K, stride
         mbarrier.init(ready.index(j), count=1)
         mbarrier.init(empty.index(j), count=1)
     acc_hi, acc_lo = gl.warp_specialize([
-        (_two_tile_mma, (BN, LO, num_warps, FRAGMENT, WORDS, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks)),
-        (_two_tile_load, (a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, n_blocks,
-                          lo_row, GROUP)),
+        (_two_tile_mma, (BN, LO, num_warps, FRAGMENT, WORDS, MAX_PARTS, a_hi, a_lo, p_smem, s_smem, ready, empty, u0,
+                         n_units, blocks, units, ctas, lo_row, c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
+        (_two_tile_load, (a_hi_desc, a_lo_desc, p_desc, s_desc, a_hi, a_lo, p_smem, s_smem, ready, empty, u0, n_units,
+                          blocks, tiles_n, lo_row, GROUP)),
     ], [1], [LOAD_REGS])
-    col0 = gl.program_id(0) * BN
-    _store_tile_staged(acc_hi, a_hi, c_ptr, 0, col0, M, N, stride_cm, stride_cn, True)
-    # LO's tile from C's row HI_ROWS (its own first token): the rows it repeats come at negative offsets, masked
-    _store_tile_staged(acc_lo, a_lo, c_ptr + HI_ROWS * stride_cm, lo_row - HI_ROWS, col0, M - HI_ROWS, N,
-                       stride_cm, stride_cn, True)
+    if MAX_PARTS == 1:  # one column tile here, the ring drained: both tiles staged through it
+        col0 = gl.program_id(0) * BN
+        _store_tile_staged(acc_hi, a_hi, c_ptr, 0, col0, M, N, stride_cm, stride_cn, True)
+        # LO's tile from C's row HI_ROWS (its own first token): the rows it repeats, at negative offsets, masked
+        _store_tile_staged(acc_lo, a_lo, c_ptr + HI_ROWS * stride_cm, lo_row - HI_ROWS, col0, M - HI_ROWS, N,
+                           stride_cm, stride_cn, True)
 
 
 def parse_config(text: str) -> dict:
-    bn, lo, bk, stages, ctas = (int(x) for x in text.split(","))
-    return dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas)
+    bn, lo, bk, stages, ctas, stream = (int(x) for x in text.split(","))
+    return dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
 
 
 def config_id(c: dict) -> str:
-    return f"hi{HI}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}"
+    return f"hi{HI}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}" + (".sk0" if c["STREAM"] else "")
 
 
-def launch_args(config: dict, a, packed_f, scales, out):
-    """(args, meta) of two_tile_kernel for frag32 weights ``packed_f`` [K/32, 4N]."""
+def launch_args(config: dict, a, packed_f, scales, out, sm_count: int):
+    """(grid, args, meta) of two_tile_kernel for frag32 weights ``packed_f`` [K/32, 4N]: a CTA per column
+    tile, or (STREAM) CTAS x ``sm_count`` stream-K CTAs with a workspace of fp32 slots [BN, HI] and [BN, LO]
+    for each part of each column tile, and their counters (``api._gluon_args``' for the family)."""
+    from tunesearch.variants.api import _locks
     from tunesearch.variants.rsmma import frag32_descriptors, frag32_fragment, frag32_word_layout
     from tunesearch.variants.rsmma_launch import launch_registers
+    from tunesearch.variants.space import STREAM_K, gluon_grid
 
     M, K = a.shape
     N = scales.shape[1]
     bn, lo, bk = config["BN"], config["LO"], config["BK"]
     if not HI < M <= HI + lo:
         raise ValueError(f"a {HI}+{lo}-token tile takes {HI} < M <= {HI + lo}, not M={M}")
+    # one token tile: any BM >= M in gluon_grid's count
+    grid, parts = gluon_grid(M, N, K, HI + lo, bn, bk, STREAM_K if config["STREAM"] else 1,
+                             config["CTAS"] * sm_count)
+    tiles_n = triton.cdiv(N, bn)
+    if parts > 1:
+        workspace = torch.empty(tiles_n * parts * bn * (HI + lo), dtype=torch.float32, device=a.device)
+        locks = _locks(a.device, 2 * tiles_n)
+    else:
+        workspace = locks = out  # unused when no tile is split
     a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, bn, bk)
     a_lo = frag32_descriptors(a, packed_f, scales, lo, bn, bk)[0]
     warps = bn // 16
-    args = (a_hi, a_lo, p_desc, s_desc, out, M, N, K, out.stride(0), out.stride(1))
+    args = (a_hi, a_lo, p_desc, s_desc, out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
     meta = dict(GROUP=128, LO=lo, BK=bk, STAGES=config["STAGES"], WORDS=frag32_word_layout(bk, warps),
-                FRAGMENT=frag32_fragment, num_warps=warps, maxnreg=launch_registers(warps, config["CTAS"]))
-    return args, meta
+                FRAGMENT=frag32_fragment, MAX_PARTS=parts, num_warps=warps,
+                maxnreg=launch_registers(warps, config["CTAS"]))
+    return grid, args, meta
 
 
 def two_tile_launch(config: dict):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
+    from tunesearch.variants.api import _sm_count
+
     def launch(a, packed, scales, out):
-        args, meta = launch_args(config, a, packed, scales, out)
-        grid = (triton.cdiv(scales.shape[1], config["BN"]),)
+        grid, args, meta = launch_args(config, a, packed, scales, out, _sm_count(a.device))
 
         def run():
             two_tile_kernel[grid](*args, **meta)
@@ -199,25 +264,28 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
     scales = torch.empty(K // 128, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
-    args, meta = launch_args(config, a, packed, scales, out)
+    _, args, meta = launch_args(config, a, packed, scales, out, sm_count=132)
     names = two_tile_kernel.arg_names
     types = {name: mangle_type(d) for name, d in zip(names[:4], args[:4])}
-    types |= dict(c_ptr="*fp16", M="i32", N="i32", K="i32", stride_cm="i32")
+    types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in names}
     consts = {name: meta[name] for name in names if name in meta} | {"stride_cn": 1}
-    divisible = [names.index(n) for n in ("c_ptr", "N", "K", "stride_cm")]
+    divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
     src = GluonASTSource(two_tile_kernel, signature, constexprs=consts,
                          attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
 
 
-# (BN, LO, BK, STAGES, CTAS): 64-column tiles two CTAs an SM (192 CTAs on 4096x12288: one wave of 264
-# slots) and one, 128-column tiles one CTA an SM; the deepest ring that fits 227 KB at each
-CONFIGS = [dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas)
-           for lo in (8, 16, 32, 64) for bn, bk, stages, ctas in
-           ((64, 64, 4, 2), (64, 128, 2, 2), (64, 64, 6, 1), (64, 128, 3, 1), (128, 64, 4, 1), (128, 128, 2, 1))]
-MS = (129, 136, 144, 160, 176, 192)
+# (BN, LO, BK, STAGES, CTAS, STREAM): 64-column tiles two CTAs an SM and one, 128-column tiles one, the
+# deepest ring that fits 227 KB (or half of it) at each; a CTA per column tile (192 CTAs of BN=64 on
+# 4096x12288: 132 SMs hold 60 of them twice, so the wave lasts as long as two CTAs on one SM take) or
+# stream-K over CTAS x the SMs (each an equal run of the blocks, the family's reduction where a tile is split)
+CONFIGS = [dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
+           for lo in (8, 16, 32, 64) for bn, bk, stages, ctas in ((64, 64, 4, 2), (64, 128, 2, 2), (64, 64, 6, 1),
+                                                                 (128, 64, 4, 1))
+           for stream in (0, 1)]
+MS = (129, 136, 160, 192)
 
 
 def main(out_dir):
