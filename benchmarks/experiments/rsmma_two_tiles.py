@@ -1,4 +1,5 @@
-"""EXPERIMENT: one rsmma token tile of HI + LO tokens as two accumulators on one weight fragment (M = 129..192).
+"""EXPERIMENT: one rsmma token tile of HI + LO tokens as two accumulators on one weight fragment (M = 129..192,
+and 65..96).
 
     python benchmarks/experiments/rsmma_two_tiles.py OUT_DIR     (on an sm_90 GPU: checked against
                                                                   A @ dequantize(W), timed beside the
@@ -12,7 +13,8 @@ costs (43 us on 4096x12288 wherever M falls, cuBLAS fp16 29.4 us at M=129, 31.9 
 The wgmma's N (here the token count) may be any multiple of 8 up to 256, but Triton's tensors need
 power-of-two shapes, so a 136-, 144-, 160- or 192-token tile is two accumulators: [BN, HI] and [BN, LO]
 (HI = 128; LO = 8, 16, 32 or 64), both fed from the one unpacked weight fragment of a block. The unpack
-(the MMA warps' chain, row 78) is paid once for HI + LO tokens instead of once per token tile.
+(the MMA warps' chain, row 78) is paid once for HI + LO tokens instead of once per token tile. The same
+with HI = 64 and LO = 8..32 for M = 65..96, which the family runs as a 128-token tile or two 64-token ones.
 
 The kernel is rsmma's (variants/rsmma.py), cut down to what the experiment needs: one token tile, M in
 (HI, HI + LO], one split, the scaled fragment (the family's form above 32 tokens). The ring's A slot is
@@ -21,7 +23,7 @@ family's shifted tile, `dqmma.token_origin`); the LO accumulator's rows below HI
 are masked at the store. Both accumulators leave through the drained ring as the family's staged store
 does (`rsmma._store_tile_staged`), HI through the HI boxes' ring and LO through the LO boxes'.
 
-A config: "BN,LO,BK,STAGES,CTAS,STREAM" (HI is 128), e.g. "64,64,64,4,2,1": BN/16 MMA warps, CTAS CTAs
+A config: "BN,HI,LO,BK,STAGES,CTAS,STREAM", e.g. "64,128,64,64,4,2,1": BN/16 MMA warps, CTAS CTAs
 an SM (the launch's registers, `rsmma_launch.launch_registers`), a CTA per column tile (STREAM=0) or
 stream-K over CTAS x the SMs (STREAM=1: each CTA an equal run of all the column tiles' blocks, each
 segment stored as it ends through the family's split reduction, `dqmma.store_tile`, the LO accumulators'
@@ -46,9 +48,6 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 from tunesearch.variants.dqmma import (_first_cta, _next_unit, _unit, store_tile, stream_k_segment,  # noqa: E402
                                        stream_k_segments)
 from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged  # noqa: E402
-
-HI = 128  # the first accumulator's tokens: the family's largest tile that runs two CTAs an SM at BN=64
-
 
 @gluon.jit
 def _two_tile_block(i, first, acc_hi, acc_lo, a_hi, a_lo, p_smem, s_smem, ready, empty, FRAGMENT: gl.constexpr,
@@ -197,12 +196,12 @@ def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_pt
 
 
 def parse_config(text: str) -> dict:
-    bn, lo, bk, stages, ctas, stream = (int(x) for x in text.split(","))
-    return dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
+    bn, hi, lo, bk, stages, ctas, stream = (int(x) for x in text.split(","))
+    return dict(BN=bn, HI=hi, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
 
 
 def config_id(c: dict) -> str:
-    return f"hi{HI}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}" + (".sk0" if c["STREAM"] else "")
+    return f"hi{c['HI']}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}" + (".sk0" if c["STREAM"] else "")
 
 
 def launch_args(config: dict, a, packed_f, scales, out, sm_count: int):
@@ -216,19 +215,19 @@ def launch_args(config: dict, a, packed_f, scales, out, sm_count: int):
 
     M, K = a.shape
     N = scales.shape[1]
-    bn, lo, bk = config["BN"], config["LO"], config["BK"]
-    if not HI < M <= HI + lo:
-        raise ValueError(f"a {HI}+{lo}-token tile takes {HI} < M <= {HI + lo}, not M={M}")
+    bn, hi, lo, bk = config["BN"], config["HI"], config["LO"], config["BK"]
+    if not hi < M <= hi + lo:
+        raise ValueError(f"a {hi}+{lo}-token tile takes {hi} < M <= {hi + lo}, not M={M}")
     # one token tile: any BM >= M in gluon_grid's count
-    grid, parts = gluon_grid(M, N, K, HI + lo, bn, bk, STREAM_K if config["STREAM"] else 1,
+    grid, parts = gluon_grid(M, N, K, hi + lo, bn, bk, STREAM_K if config["STREAM"] else 1,
                              config["CTAS"] * sm_count)
     tiles_n = triton.cdiv(N, bn)
     if parts > 1:
-        workspace = torch.empty(tiles_n * parts * bn * (HI + lo), dtype=torch.float32, device=a.device)
+        workspace = torch.empty(tiles_n * parts * bn * (hi + lo), dtype=torch.float32, device=a.device)
         locks = _locks(a.device, 2 * tiles_n)
     else:
         workspace = locks = out  # unused when no tile is split
-    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, bn, bk)
+    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, hi, bn, bk)
     a_lo = frag32_descriptors(a, packed_f, scales, lo, bn, bk)[0]
     warps = bn // 16
     args = (a_hi, a_lo, p_desc, s_desc, out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
@@ -259,7 +258,7 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    M = HI + config["LO"]
+    M = config["HI"] + config["LO"]
     a = torch.empty(M, K, dtype=torch.float16)
     packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
     scales = torch.empty(K // 128, N, dtype=torch.float16)
@@ -277,15 +276,59 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
                           options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
 
 
-# (BN, LO, BK, STAGES, CTAS, STREAM): 64-column tiles two CTAs an SM and one, 128-column tiles one, the
-# deepest ring that fits 227 KB (or half of it) at each; a CTA per column tile (192 CTAs of BN=64 on
-# 4096x12288: 132 SMs hold 60 of them twice, so the wave lasts as long as two CTAs on one SM take) or
-# stream-K over CTAS x the SMs (each an equal run of the blocks, the family's reduction where a tile is split)
-CONFIGS = [dict(BN=bn, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
+# (BN, HI, LO, BK, STAGES, CTAS, STREAM): 64-column tiles three (HI=64), two or one CTA an SM, 128-column
+# tiles one, the deepest ring that fits the SM's 227 KB at that count; a CTA per column tile (192 CTAs of
+# BN=64 on 4096x12288: 132 SMs hold 60 of them twice, so the wave lasts as long as two CTAs on one SM take)
+# or stream-K over CTAS x the SMs (each an equal run of the blocks, the family's reduction where a tile is
+# split). Offline: 64 + 32 tokens at BK=128 three CTAs an SM waits for every wgmma (left out); stream-K
+# spills 24-320 bytes where the registers are tight (timed all the same).
+CONFIGS = [dict(BN=bn, HI=128, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
            for lo in (8, 16, 32, 64) for bn, bk, stages, ctas in ((64, 64, 4, 2), (64, 128, 2, 2), (64, 64, 6, 1),
                                                                  (128, 64, 4, 1))
            for stream in (0, 1)]
-MS = (129, 136, 160, 192)
+CONFIGS += [dict(BN=bn, HI=64, LO=lo, BK=64, STAGES=stages, CTAS=ctas, STREAM=stream)
+            for lo in (8, 16, 32) for bn, stages, ctas in ((64, 4, 3), (64, 6, 2), (128, 4, 1)) for stream in (0, 1)]
+MS = (65, 72, 80, 96, 129, 136, 160, 192)
+
+
+def fits(config: dict, M: int) -> bool:
+    return config["HI"] < M <= config["HI"] + config["LO"]
+
+
+def _warm_one(config: dict, M: int, K: int, N: int) -> str | None:
+    """Compile ``config`` for the real call's arguments on the GPU (``tunesearch.compile``'s way: the binary
+    lands in Triton's disk cache under the key the timed launch looks up); None or the error."""
+    from tunesearch.variants.api import _sm_count
+
+    try:
+        cuda = torch.device("cuda")
+        a = torch.empty(M, K, dtype=torch.float16, device=cuda)
+        packed = torch.empty(K // 32, 4 * N, dtype=torch.int32, device=cuda)
+        scales = torch.empty(K // 128, N, dtype=torch.float16, device=cuda)
+        out = torch.empty(M, N, dtype=torch.float16, device=cuda)
+        grid, args, meta = launch_args(config, a, packed, scales, out, _sm_count(cuda))
+        two_tile_kernel.warmup(*args, grid=grid, **meta)
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e)[:300]}"
+
+
+def warm(configs, keys):
+    """Every config's compile for each (M, K, N) of ``keys`` that it fits, over the host's cores: compiles
+    (seconds each, ~100 of them) would otherwise take most of a device call."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # one job per (config, M's divisibility by 16): every llama shape's N and K are multiples of 16, and
+    # Triton specializes integer arguments on that alone, so the other keys find the same binary (were
+    # that wrong, a timed launch would compile for itself: slower, not wrong)
+    jobs = list({(config_id(c), M % 16 == 0): (c, M, K, N) for c in configs for M, K, N in keys
+                 if fits(c, M)}.values())
+    workers = max(1, min(16, (os.cpu_count() or 2) - 1))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        errors = [e for e in pool.map(_warm_one, *zip(*jobs)) if e]
+    print(f"compiled {len(jobs)} (config, key) pairs on {workers} processes; {len(errors)} failed"
+          + (f", the first: {errors[0]}" if errors else ""), flush=True)
 
 
 def main(out_dir):
@@ -302,13 +345,15 @@ def main(out_dir):
         shapes = [tuple(int(x) for x in s.split("x")) for s in only.split(",")]
     configs = [parse_config(c) for c in os.environ["TWO_TILES_CONFIGS"].split(";")] if os.environ.get(
         "TWO_TILES_CONFIGS") else CONFIGS
+    ms = [int(m) for m in os.environ["TWO_TILES_MS"].split(",")] if os.environ.get("TWO_TILES_MS") else MS
+    warm(configs, [(M, K, N) for K, N in shapes for M in ms])
     rows = []
     for K, N in shapes:
         layout = table.layout_for(N, K, torch.device("cuda"))
         if layout != "frag32":
             print(f"{K}x{N}: the table keeps layout {layout}; the experiment reads frag32 only", flush=True)
             continue
-        for M in MS:
+        for M in ms:
             pick = table.resolve(M, N, K, torch.device("cuda"))
             check = CheckInputs(M, N, K, 128, "cuda", layout=layout)
             ops = Operands(M, N, K, 128, info.l2_bytes, layout=layout)
@@ -316,7 +361,7 @@ def main(out_dir):
             picked = time_variant(pick, ops, replays=20).us  # as the bench times it (CLUSTER launches too)
             row = dict(M=M, K=K, N=N, fp16=fp16, pick=pick.id, pick_us=picked, configs={})
             for config in configs:
-                if not HI < M <= HI + config["LO"]:
+                if not fits(config, M):
                     continue
                 try:
                     err = gluon_checks.relative_error_of(two_tile_launch(config), check)
