@@ -3,7 +3,10 @@ and 65..96).
 
     python benchmarks/experiments/rsmma_two_tiles.py OUT_DIR     (on an sm_90 GPU: checked against
                                                                   A @ dequantize(W), timed beside the
-                                                                  table's pick and cuBLAS fp16)
+                                                                  table's pick and cuBLAS fp16; env
+                                                                  TWO_TILES_SHAPES "KxN,...",
+                                                                  TWO_TILES_MS "129,136",
+                                                                  TWO_TILES_CONFIGS "config;config")
     python benchmarks/experiments/rsmma_two_tiles.py --compile CONFIG   (offline, sm_90: registers, spills,
                                                                          the wgmmas left in flight)
 
