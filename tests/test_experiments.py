@@ -306,15 +306,14 @@ def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(v
 
 @pytest.mark.parametrize("config", ["64,128,8,64,4,2,0", "64,128,64,64,4,2,0", "64,128,64,128,2,2,0",
                                     "128,128,64,64,4,1,0", "64,128,8,64,4,2,1", "64,128,64,64,6,1,1",
-                                    "64,64,32,64,4,3,0"])
+                                    "64,64,32,64,4,3,0", "64,64,32,64,4,3,1"])
 def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
     # rsmma_two_tiles.py (a HI + LO token tile as two accumulators on one unpacked fragment, for M =
     # 129..192 and 65..96) must time what it means to: each block's two wgmmas issued before the previous
     # block's two are waited for (2 left in flight; a wait for 0 or 1 would serialize the chain it is meant
     # to halve), no spills at the launch's registers, and CTAS CTAs' shared memory within the SM's 228 KB.
-    # Config: BN,HI,LO,BK,STAGES,CTAS,STREAM. One CTA a column tile, and stream-K (its reduction's epilogue
-    # in the MMA warps spills 24 bytes at 128 + 64 tokens two CTAs an SM: those configs are timed, not
-    # held to this)
+    # Config: BN,HI,LO,BK,STAGES,CTAS,STREAM. One CTA a tile, and stream-K (its reduction's epilogue in the
+    # MMA warps spills 16 bytes at 128 + 64 tokens, BK=128, two CTAs an SM: timed, not held to this)
     got = _compiled_offline("rsmma_two_tiles.py", "--compile", config)
     assert got["waits"][:-1] == ["gsb0, 0x2"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
     assert got["local"] == 0, got
