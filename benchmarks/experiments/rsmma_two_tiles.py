@@ -276,6 +276,45 @@ def two_tile_launch(config: dict):
     return launch
 
 
+FIELDS = ("BN", "HI", "LO", "BK", "STAGES", "CTAS", "STREAM")  # a config's order on the command line
+
+
+def smoke_shapes(config: dict):
+    """Mask edges (M, K, N): M at HI + 1 and HI + LO (one tile, the LO box shifted), past it (a second tile,
+    shifted, and a third) and below HI; N no multiple of BN (but of 16, as every llama N is: the binaries
+    ``warm`` compiled serve, where N = 200 would make each child compile its own); K of two blocks to eight."""
+    hi, tile = config["HI"], config["HI"] + config["LO"]
+    return [(hi + 1, 256, 208), (tile, 1024, 528), (tile + 3, 512, 272), (2 * tile + 5, 256, 208), (5, 256, 272)]
+
+
+def smoke(config: dict) -> str | None:
+    """``config`` on its smoke shapes against A @ dequantize(W) (the weights packed in the base layout and
+    repacked to frag32, as dqmma_rs.py does); None, or what went wrong."""
+    from benchmarks.experiments import gluon_checks
+    from tunesearch.variants.layout import to_layout
+
+    launch = two_tile_launch(config)
+    return gluon_checks.smoke(lambda a, packed, scales, out: launch(a, to_layout(packed, "frag32"), scales, out),
+                              smoke_shapes(config))
+
+
+def smoke_all(configs, workers: int = 8, timeout_s: float = 120) -> dict:
+    """Each config's smoke run in a child process of its own (a barrier waited on with the wrong phase
+    hangs rather than fails: a hang must cost one config, not the device call), ``workers`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from benchmarks.experiments import gluon_checks
+
+    def one(config):
+        return gluon_checks.smoke_in_child(__file__, FIELDS, config, timeout_s)
+    with ThreadPoolExecutor(workers) as pool:
+        problems = dict(zip((config_id(c) for c in configs), pool.map(one, configs)))
+    bad = {k: v for k, v in problems.items() if v}
+    print(f"smoke: {len(configs) - len(bad)} of {len(configs)} configs right on the mask edges"
+          + "".join(f"\n  {k}: {v}" for k, v in bad.items()), flush=True)
+    return bad
+
+
 def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     """The kernel for ``config`` compiled for sm_90 without a GPU (CPU tensors for the descriptors), at
     M = HI + LO."""
@@ -374,6 +413,8 @@ def main(out_dir):
         "TWO_TILES_CONFIGS") else CONFIGS
     ms = [int(m) for m in os.environ["TWO_TILES_MS"].split(",")] if os.environ.get("TWO_TILES_MS") else MS
     warm(configs, [(M, K, N) for K, N in shapes for M in ms])
+    unsound = smoke_all(configs)
+    configs = [c for c in configs if config_id(c) not in unsound]
     rows = []
     for K, N in shapes:
         layout = table.layout_for(N, K, torch.device("cuda"))
@@ -402,7 +443,7 @@ def main(out_dir):
             print(json.dumps(row), flush=True)
             del ops
             with open(f"{out_dir}/rsmma_two_tiles.json", "w") as f:
-                json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+                json.dump(dict(gpu=info.to_dict(), smoke_failures=unsound, rows=rows), f, indent=1)
     print(f"{'key':>16} {'fp16':>7} {'pick':>7} {'best two-tile':>7} config")
     for r in rows:
         timed = {c: v["us"] for c, v in r["configs"].items() if "us" in v}
@@ -412,7 +453,11 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--compile":
+    if sys.argv[1] == "--smoke":
+        problem = smoke(parse_config(sys.argv[2]))
+        print(problem or "ok")
+        sys.exit(1 if problem else 0)
+    elif sys.argv[1] == "--compile":
         from benchmarks.sass_stats import disassemble, resources, wgmma_waits
 
         compiled = compile_offline(parse_config(sys.argv[2]))
