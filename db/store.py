@@ -46,7 +46,11 @@ def schema_lock(engine):
     if engine.dialect.name != "postgresql":
         yield
         return
-    with engine.connect() as conn:
+    try:
+        conn = engine.connect()
+    except Exception as exc:  # an unreachable server or a wrong URL: one clear line, no retries
+        raise StoreError(f"cannot open database {engine.url.render_as_string(hide_password=True)!r}: {exc}") from None
+    with conn:
         conn.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _SCHEMA_LOCK_ID})
         try:
             yield
@@ -113,9 +117,9 @@ class Store:
                 with schema_lock(self.engine):
                     self._check_or_create_schema(last)
                 return
-            except (OperationalError, IntegrityError, _SchemaBeingCreated):
+            except (OperationalError, IntegrityError, _SchemaBeingCreated) as exc:
                 if last:
-                    raise
+                    raise StoreError(f"cannot create the tunesearch schema in {self.url!r}: {exc}") from None
                 time.sleep(0.1 * (attempt + 1))
 
     def _check_or_create_schema(self, last: bool):

@@ -265,6 +265,14 @@ def test_store_refuses_an_unknown_schema(tmp_path):
         Store(url)
 
 
+def test_store_on_an_unreachable_server_fails_with_one_clear_line():
+    # the schema lock's connection is the first a PostgreSQL store makes: its failure is a StoreError
+    # naming the database (password hidden), not a driver traceback
+    pytest.importorskip("psycopg")
+    with pytest.raises(StoreError, match=r"cannot open database 'postgresql://ts:\*\*\*@127.0.0.1:1/x'.*refused"):
+        Store("postgresql://ts:secret@127.0.0.1:1/x")
+
+
 def test_store_uses_wal_on_sqlite(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/w.db")
     with store.engine.connect() as conn:
