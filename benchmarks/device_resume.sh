@@ -5,7 +5,7 @@
 # host time, a sweep of some keys with more trials, the new export and a dump of the whole store, and the
 # dispatch GPU tests on the new table. Leaves $OUT/h200.json and $OUT/trials.jsonl.gz.
 # Env: LOGS (dumps or logs to load; default the packaged table's store), MS, TRIALS (MORE: `--more` instead,
-# that many trials a key beyond those it has), FAMILIES, LAYOUTS,
+# that many trials a key beyond those it has, and a report of the stored fastest it timed again), FAMILIES, LAYOUTS,
 # SWEEP_S (the sweep's seconds), SHAPES (default llama-7b), PLAN (several sweeps: below), TESTS=0 (no GPU tests, no host time; the new
 # table's dispatch tests still run unless AFTER=0). Source
 # benchmarks/device_setup.sh first.
@@ -38,6 +38,7 @@ fi
 # PLAN: sweeps one after another, each "MS/TRIALS/SECONDS[/SHAPES]" (e.g. "1,2,4/10/200 128,256/14/60"):
 # more trials where a target is close. Without it, one sweep of MS, TRIALS, SWEEP_S and SHAPES.
 PLAN=${PLAN:-"${MS:-}/${TRIALS:-30}/${SWEEP_S:-200}/${SHAPES:-llama-7b}"}
+export SWEEPS_FROM=$(date -u +%FT%T)  # the re-timing report counts what this call timed again
 for item in $PLAN; do
   IFS=/ read -r ms trials secs shapes <<< "$item"
   step "sweep${ms:+ M=$ms}, ${shapes:-llama-7b}, ${trials} trials, ${FAMILIES:-every family}, ${LAYOUTS:-every layout}"
@@ -45,6 +46,23 @@ for item in $PLAN; do
     ${FAMILIES:+--families $FAMILIES} ${LAYOUTS:+--layouts $LAYOUTS} --trials $trials ${MORE:+--more $MORE} \
     --time-budget $secs --db $DB 2>&1 | grep -v "━" | tail -40
 done
+if [ -n "${MORE:-}" ]; then  # what --more's re-timing did: the stored fastest timed again, same run
+  step "re-timed trials: this run's time against the stored one"
+  python3 - <<'PY'
+import os, statistics
+from datetime import datetime, timezone
+from tunesearch.db import Store
+since = datetime.fromisoformat(os.environ["SWEEPS_FROM"]).replace(tzinfo=timezone.utc)
+timed = [t for t in Store("sqlite:////tmp/s.db").trials() if (t.versions or {}).get("previous")
+         and t.created_at.replace(tzinfo=t.created_at.tzinfo or timezone.utc) >= since]
+ratios = [t.us / t.versions["previous"][-1]["us"] for t in timed]
+if ratios:
+    print(f"{len(timed)} re-timed; this run / stored: median {statistics.median(ratios):.3f}, "
+          f"range {min(ratios):.3f}-{max(ratios):.3f}")
+for t in sorted(timed, key=lambda t: (t.n, t.k, t.m))[:60]:
+    print(f"  {t.k}x{t.n} M={t.m:<5} {t.variant_id:<48} {t.versions['previous'][-1]['us']:8.2f} -> {t.us:8.2f}")
+PY
+fi
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
 python3 - <<'PY'
