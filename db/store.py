@@ -41,8 +41,9 @@ _SCHEMA_LOCK_ID = 0x7475_6E65_7365_6172  # "tunesear"
 def schema_lock(engine):
     """Hold, on PostgreSQL, a lock every tunesearch worker takes to create tables (ours or Optuna's).
     Two workers starting on a fresh database otherwise both see no table, both run CREATE TABLE,
-    and the loser fails with DuplicateTable (seen in CI's two-worker test). SQLite serializes DDL
-    under its database lock already; other databases rely on the callers' retries."""
+    and the loser fails with DuplicateTable (seen in CI's two-worker test). Elsewhere (SQLite) the
+    check-then-create is no more atomic, but the loser's error says what happened, and the callers
+    look again (``Store._init_schema``, ``sweep.optuna_storage``)."""
     if engine.dialect.name != "postgresql":
         yield
         return
