@@ -344,8 +344,9 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
 # tiles one, the deepest ring that fits the SM's 227 KB at that count; a CTA per column tile (192 CTAs of
 # BN=64 on 4096x12288: 132 SMs hold 60 of them twice, so the wave lasts as long as two CTAs on one SM take)
 # or stream-K over CTAS x the SMs (each an equal run of the blocks, the family's reduction where a tile is
-# split). Offline: 64 + LO tokens at BK=128 three CTAs an SM waits for every wgmma (left out); stream-K
-# spills 16 bytes at 128 + 64 tokens, BK=128, two CTAs an SM (timed all the same).
+# split). Offline, all 50 compile for sm_90 with 2 wgmmas in flight; stream-K spills 8 and 16 bytes at
+# 128 + 32 and 128 + 64 tokens, BK=128, two CTAs an SM (timed all the same); 64 + LO tokens at BK=128 three
+# CTAs an SM waits for every wgmma (left out).
 CONFIGS = [dict(BN=bn, HI=128, LO=lo, BK=bk, STAGES=stages, CTAS=ctas, STREAM=stream)
            for lo in (8, 16, 32, 64) for bn, bk, stages, ctas in ((64, 64, 4, 2), (64, 128, 2, 2), (64, 64, 6, 1),
                                                                  (128, 64, 4, 1))
