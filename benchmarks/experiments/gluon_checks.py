@@ -69,14 +69,15 @@ def compile_tma_kernel(kernel, descriptors, consts: dict, num_warps: int, maxnre
     """``kernel``, with the Gluon families' signature (a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
     K, stride_cm, stride_cn, then constexprs), compiled for sm_90 without a GPU: the pointers, N, K and
     C's row stride marked divisible by 16 and C's column stride 1, as a launch at llama shapes specializes
-    them. ``descriptors``: the three TMA descriptors (of CPU tensors will do)."""
+    them. ``descriptors``: the TMA descriptors (of CPU tensors will do), for the kernel's parameters named
+    ``*_desc`` in order (three for the families; rsmma_two_tiles.py's kernel takes A as two)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
     names = kernel.arg_names
-    types = {name: mangle_type(d) for name, d in zip(("a_desc", "p_desc", "s_desc"), descriptors)}
+    types = {name: mangle_type(d) for name, d in zip([n for n in names if n.endswith("_desc")], descriptors)}
     types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
     signature = {name: types.get(name, "constexpr") for name in names}
     divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]

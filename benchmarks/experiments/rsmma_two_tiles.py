@@ -318,9 +318,7 @@ def smoke_all(configs, workers: int = 8, timeout_s: float = 120) -> dict:
 def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     """The kernel for ``config`` compiled for sm_90 without a GPU (CPU tensors for the descriptors), at
     M = HI + LO."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
+    from benchmarks.experiments import gluon_checks
 
     M = config["HI"] + config["LO"]
     a = torch.empty(M, K, dtype=torch.float16)
@@ -328,16 +326,8 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     scales = torch.empty(K // 128, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
     _, args, meta = launch_args(config, a, packed, scales, out, sm_count=132)
-    names = two_tile_kernel.arg_names
-    types = {name: mangle_type(d) for name, d in zip(names[:4], args[:4])}
-    types |= dict(c_ptr="*fp16", ws_ptr="*fp32", lock_ptr="*i32", M="i32", N="i32", K="i32", stride_cm="i32")
-    signature = {name: types.get(name, "constexpr") for name in names}
-    consts = {name: meta[name] for name in names if name in meta} | {"stride_cn": 1}
-    divisible = [names.index(n) for n in ("c_ptr", "ws_ptr", "lock_ptr", "N", "K", "stride_cm")]
-    src = GluonASTSource(two_tile_kernel, signature, constexprs=consts,
-                         attrs={(i,): [["tt.divisibility", 16]] for i in divisible})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=meta["num_warps"], maxnreg=meta["maxnreg"]))
+    consts = {name: meta[name] for name in two_tile_kernel.arg_names if name in meta}
+    return gluon_checks.compile_tma_kernel(two_tile_kernel, args[:4], consts, meta["num_warps"], meta["maxnreg"])
 
 
 # (BN, HI, LO, BK, STAGES, CTAS, STREAM): 64-column tiles three (HI=64), two or one CTA an SM, 128-column
