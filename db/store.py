@@ -42,8 +42,8 @@ def schema_lock(engine):
     """Hold, on PostgreSQL, a lock every tunesearch worker takes to create tables (ours or Optuna's).
     Two workers starting on a fresh database otherwise both see no table, both run CREATE TABLE,
     and the loser fails with DuplicateTable (seen in CI's two-worker test). Elsewhere (SQLite) the
-    check-then-create is no more atomic, but the loser's error says what happened, and the callers
-    look again (``Store._init_schema``, ``sweep.optuna_storage``)."""
+    check-then-create is no more atomic, but the loser's error says what happened, and it looks
+    again (``create_in_turn``)."""
     if engine.dialect.name != "postgresql":
         yield
         return
@@ -58,6 +58,22 @@ def schema_lock(engine):
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:id)"), {"id": _SCHEMA_LOCK_ID})
             conn.commit()
+
+
+def create_in_turn(engine, create, attempts: int, pause_s: float, retry=(OperationalError, IntegrityError)):
+    """``create(last)`` under ``schema_lock``, tried again after ``pause_s`` x the attempt's number while it
+    raises one of ``retry`` (another worker creating the same schema; ``last`` says no retry is left), at
+    most ``attempts`` times; the last attempt's error propagates. Ours (``Store._init_schema``) and
+    Optuna's (``sweep.optuna_storage``) are created this way."""
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
+        try:
+            with schema_lock(engine):
+                return create(last)
+        except retry:
+            if last:
+                raise
+            time.sleep(pause_s * (attempt + 1))
 
 
 @dataclass(frozen=True)
@@ -112,16 +128,11 @@ class Store:
         database race to create it: on PostgreSQL they take turns under ``schema_lock``; on SQLite the
         loser's CREATE TABLE fails ("already exists"), or it sees the tables before their version row,
         and it looks again."""
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                with schema_lock(self.engine):
-                    self._check_or_create_schema(last)
-                return
-            except (OperationalError, IntegrityError, _SchemaBeingCreated) as exc:
-                if last:
-                    raise StoreError(f"cannot create the tunesearch schema in {self.url!r}: {exc}") from None
-                time.sleep(0.1 * (attempt + 1))
+        retry = (OperationalError, IntegrityError, _SchemaBeingCreated)
+        try:
+            create_in_turn(self.engine, self._check_or_create_schema, attempts, 0.1, retry)
+        except retry as exc:
+            raise StoreError(f"cannot create the tunesearch schema in {self.url!r}: {exc}") from None
 
     def _check_or_create_schema(self, last: bool):
         try:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from tunesearch.db import Key, Store
-from tunesearch.db.store import schema_lock
+from tunesearch.db.store import create_in_turn
 from tunesearch.variants import FAMILIES, DeviceLimits, spread_variants
 
 from .search import (EDGE_SEEDS, FAMILY_SOURCES, LAYOUT_SOURCES, KeySearch, code_version, delete_studies,
@@ -111,20 +111,12 @@ def optuna_storage(store: Store, attempts: int = 5):
     """Optuna's storage in the store's database. Two workers starting on a fresh database race to
     create Optuna's schema: on PostgreSQL they take turns under the store's schema lock; on SQLite
     the loser gets an IntegrityError on alembic_version (seen in the concurrency test), retries
-    and finds the schema in place."""
+    and finds the schema in place (``create_in_turn``)."""
     import optuna
-    from sqlalchemy.exc import IntegrityError, OperationalError
 
-    url = store.url
-    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    for attempt in range(attempts):
-        try:
-            with schema_lock(store.engine):
-                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, heartbeat_interval=None)
-        except (IntegrityError, OperationalError):
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.5 * (attempt + 1))
+    kwargs = {"connect_args": {"timeout": 60}} if store.url.startswith("sqlite") else {}
+    return create_in_turn(store.engine, lambda last: optuna.storages.RDBStorage(
+        store.url, engine_kwargs=kwargs, heartbeat_interval=None), attempts, 0.5)
 
 
 def _versions(info, code: str) -> dict:
