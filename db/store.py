@@ -137,6 +137,12 @@ class Store:
     def _check_or_create_schema(self, last: bool):
         try:
             tables = set(inspect(self.engine).get_table_names())
+        except OperationalError as exc:
+            if "is locked" in str(exc) and not last:
+                # SQLite: another worker holds the fresh file while it sets it up (WAL, tables), and that
+                # can answer "database is locked" at once, past the busy timeout: look again
+                raise
+            raise StoreError(f"cannot open database {self.url!r}: {exc}") from None
         except Exception as exc:
             raise StoreError(f"cannot open database {self.url!r}: {exc}") from None
         if "ts_meta" in tables:
