@@ -48,12 +48,12 @@ for item in $PLAN; do
 done
 if [ -n "${MORE:-}" ]; then  # what --more's re-timing did: the stored fastest timed again, same run
   step "re-timed trials: this run's time against the stored one"
-  python3 - <<'PY'
+  DB=$DB python3 - <<'PY'
 import os, statistics
 from datetime import datetime, timezone
 from tunesearch.db import Store
 since = datetime.fromisoformat(os.environ["SWEEPS_FROM"]).replace(tzinfo=timezone.utc)
-timed = [t for t in Store("sqlite:////tmp/s.db").trials() if (t.versions or {}).get("previous")
+timed = [t for t in Store(os.environ["DB"]).trials() if (t.versions or {}).get("previous")
          and t.created_at.replace(tzinfo=t.created_at.tzinfo or timezone.utc) >= since]
 ratios = [t.us / t.versions["previous"][-1]["us"] for t in timed]
 if ratios:
