@@ -304,21 +304,34 @@ def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(v
     assert cluster["first_buffer"] >= p["BN"] * p["BM"] * 4
 
 
-@pytest.mark.parametrize("config", ["64,128,8,64,4,2,0", "64,128,64,64,4,2,0", "64,128,64,128,2,2,0",
-                                    "128,128,64,64,4,1,0", "64,128,8,64,4,2,1", "64,128,64,64,6,1,1",
-                                    "64,64,32,64,4,3,0", "64,64,32,64,4,3,1"])
+def _twotile_configs():
+    """The experiment's config ("BN,HI,LO,BK,STAGES,CTAS,STREAM") for each (HI, BN) of the twotile family at
+    the most CTAs an SM its rule allows (space.TWOTILE_CTAS), the widest LO, both schedules; and the
+    shallowest and deepest rings of the family's grid at the widest tile."""
+    from tunesearch.variants.space import TWOTILE_CTAS
+
+    configs = [f"{bn},{hi},{hi // 2},64,4,{ctas},{stream}" for (hi, bn), ctas in sorted(TWOTILE_CTAS.items())
+               for stream in (0, 1)]
+    return configs + ["64,128,64,64,3,2,1", "64,128,64,64,6,1,0", "64,64,32,64,5,2,1"]
+
+
+@pytest.mark.parametrize("config", _twotile_configs())
 def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
-    # rsmma_two_tiles.py (a HI + LO token tile as two accumulators on one unpacked fragment, for M =
-    # 129..192 and 65..96) must time what it means to: each block's two wgmmas issued before the previous
-    # block's two are waited for (2 left in flight; a wait for 0 or 1 would serialize the chain it is meant
-    # to halve), no spills at the launch's registers, and CTAS CTAs' shared memory within the SM's 228 KB.
-    # Config: BN,HI,LO,BK,STAGES,CTAS,STREAM. One CTA a tile, and stream-K (its reduction's epilogue in the
-    # MMA warps spills 8-16 bytes at 128 + 32/64 tokens, BK=128, two CTAs an SM: timed, not held to this)
+    # The twotile family's kernel (variants/twotile.py, a HI + LO token tile as two accumulators on one
+    # unpacked fragment, for M = 129..192 and 65..96, compiled through rsmma_two_tiles.py) must run as it
+    # means to: each block's two wgmmas issued before the previous block's two are waited for (2 left in
+    # flight; a wait for 0 or 1 would serialize the chain it is meant to halve), no spills at the registers
+    # of the CTAs an SM its rule allows (space.TWOTILE_CTAS), and their shared memory within the SM's
+    # 228 KB and within what the rule counts (space.rsmma_shared_bytes of HI + LO rows, + 1024).
+    # Config: BN,HI,LO,BK,STAGES,CTAS,STREAM. One CTA a tile, and stream-K.
+    from tunesearch.variants.space import rsmma_shared_bytes
+
     got = _compiled_offline("rsmma_two_tiles.py", "--compile", config)
     assert got["waits"][:-1] == ["gsb0, 0x2"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
     assert got["local"] == 0, got
-    ctas = int(config.split(",")[5])
+    bn, hi, lo, bk, stages, ctas, _ = (int(x) for x in config.split(","))
     assert ctas * (got["shared"] + 1024) <= 228 * 1024, got
+    assert got["shared"] <= rsmma_shared_bytes(hi + lo, bn, bk, stages) + 1024, got
 
 
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):

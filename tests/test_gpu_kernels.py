@@ -135,13 +135,15 @@ DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128),
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("family,layout", [("dqmma", "base"), ("rsmma", "base"), ("rsmma", "frag32")])
+@pytest.mark.parametrize("family,layout", [("dqmma", "base"), ("rsmma", "base"), ("rsmma", "frag32"),
+                                           ("twotile", "frag32")])
 @pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
 def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     """The Gluon families (no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
     contiguous, transposed and misaligned activations (TMA then reads an aligned copy), through the
     dispatch launcher, and with misaligned weight views; their split reductions bitwise the same on
-    every run. rsmma also on weights in layout frag32 (NOTES.md row 69)."""
+    every run. rsmma also on weights in layout frag32 (NOTES.md row 69); twotile (frag32 only) where one of
+    its tiles holds M (M = 65, 130, 192 here), and its first pick at M past two of its tiles too."""
     import torch
     import triton
 
@@ -149,25 +151,32 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     from tunesearch.variants.api import make_launcher
     from tunesearch.variants.layout import to_layout
 
-    from tunesearch.variants.space import DQMMA_M, RSMMA_M
+    from tunesearch.variants.space import DQMMA_M, RSMMA_M, TWOTILE_M
 
     limits = DeviceLimits.of(0)
     if not limits.gluon:
         pytest.skip(f"{limits.name}: no Gluon family here")
-    lo, hi = DQMMA_M if family == "dqmma" else RSMMA_M
-    if not lo <= M <= hi:
-        pytest.skip(f"{family} is offered at M = {lo}..{hi}, not {M}")
+    lo, hi = {"dqmma": DQMMA_M, "rsmma": RSMMA_M, "twotile": TWOTILE_M}[family]
+    if not lo <= M <= hi or (family == "twotile" and 96 < M <= 128):
+        pytest.skip(f"{family} is not offered at M = {M}")
     space = [v for v in variant_space(M, N, K, G, device=0, layout=layout) if v.family == family]
     assert space
     rng = random.Random(f"{family}-{M}-{K}-{N}-{G}")
     picks = [v for v in heuristic_variants(M, N, K, G, device=0, layout=layout) if v.family == family]
-    split = [rng.choice([v for v in space if v.params["SPLIT_K"] > 1] or space)]
+    # split tiles: split-K's, or twotile's stream-K (its only reduction)
+    split = [rng.choice([v for v in space if v.params["SPLIT_K"] > 1 or (family == "twotile" and
+                                                                        v.params["SPLIT_K"] == 0)] or space)]
     picks += split
     # stream-K (SPLIT_K=0) at the narrowest and widest column tiles
     picks += [rng.choice([v for v in space if v.params["SPLIT_K"] == 0 and v.params["BN"] == bn] or space)
               for bn in ((64, 256) if family == "dqmma" else (64, 128))]
     if family == "dqmma":
         picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
+    elif family == "twotile":  # every LO offered (the LO box shifted to M's end where it passes HI + LO's
+        # rows), both column tiles, every CTAs an SM offered
+        picks += [rng.choice(c) for c in ([v for v in space if v.params["LO"] == lo] for lo in (8, 16, 32, 64)) if c]
+        picks += [rng.choice(c) for c in ([v for v in space if v.params[name] == x] for name, x in
+                                          (("BN", 64), ("BN", 128), ("CTAS", 2), ("CTAS", 3))) if c]
     else:  # the narrowest and widest token tiles (8 at M <= 8 where offered), one warp group and two, several
         # CTAs an SM where offered
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (8, 16, 32, 64, 256)]
@@ -199,6 +208,13 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
                 err = relative_error(out, ref)
                 if not err < 2e-3:  # NaN (an unwritten output) fails too
                     failures.append(f"{variant.id} {name} {run}: relative error {err:.3g}")
+    if family == "twotile":  # any M runs: past two of the first pick's tiles (the last shifted inside A)
+        tile = picks[0].params["BM"] + picks[0].params["LO"]
+        a3 = torch.randn(2 * tile + 5, K, generator=gen).half().cuda()
+        err = relative_error(matmul(a3, packed, scales, picks[0], G),
+                             a3.float() @ dequantize(packed, scales, G).float())  # either layout
+        if not err < 2e-3:
+            failures.append(f"{picks[0].id} at M={2 * tile + 5}: relative error {err:.3g}")
     # weights TMA cannot read as they are (contiguous, but the base 4 or 2 bytes off 16): an aligned copy
     off_p = torch.empty(packed.numel() + 1, dtype=packed.dtype, device="cuda")[1:].view(packed.shape).copy_(packed)
     off_s = torch.empty(scales.numel() + 1, dtype=scales.dtype, device="cuda")[1:].view(scales.shape).copy_(scales)

@@ -72,6 +72,58 @@ def test_descriptors_are_encoded_once_per_operand_address_shape_and_strides():
     assert len(encoded) == 7
 
 
+def test_a_kernel_reading_a_in_two_boxes_gets_both_descriptors_of_a_first_each_cached_with_a():
+    # twotile's kernel reads A in boxes of HI and of LO rows (api.DESCRIPTOR_SOURCES): both of A's
+    # descriptors, then the weights', each encoded once per operand address
+    launches, encoded = [], []
+
+    def encode(descriptor, meta):
+        encoded.append((meta, descriptor.base.data_ptr(), tuple(descriptor.block_shape)))
+        return [f"map{meta}@{descriptor.base.data_ptr()}"]
+
+    lo_box = ([16, 128], gl.NVMMASharedLayout.get_default_for([16, 128], gl.float16))
+    cache = _EncodedDescriptors(lambda *args: launches.append(args), ["hi", "lo", "p", "s"],
+                                [BOXES[0], lo_box, *BOXES[1:]], encode, False, True, sources=(0, 0, 1, 2))
+    a, packed, scales = _operands()
+    for _ in range(2):
+        _launch(cache, a, packed, scales)
+    assert sorted(e[0] for e in encoded) == ["hi", "lo", "p", "s"]  # once each
+    boxes = {e[0]: e[2] for e in encoded}
+    assert boxes["hi"] == (8, 128) and boxes["lo"] == (16, 128)
+    assert launches[0][13:] == launches[1][13:] == (f"maphi@{a.data_ptr()}", f"maplo@{a.data_ptr()}",
+                                                    f"mapp@{packed.data_ptr()}", f"maps@{scales.data_ptr()}",
+                                                    "out", "ws")
+    a2 = torch.ones_like(a)  # other activations: both of A's descriptors are new, the weights' kept
+    _launch(cache, a2, packed, scales)
+    assert [e[0] for e in encoded[4:]] == ["hi", "lo"]
+
+
+def test_twotiles_launch_arguments_hold_two_a_boxes_and_both_accumulators_slots_and_counters():
+    # api._twotile_call on CPU tensors (the descriptors need no GPU): A in boxes of HI and LO rows, the
+    # frag32 weights' and the scales' boxes, then C; a CTA a tile (a 1-D grid: the kernel's unit ranges)
+    # with no workspace, or stream-K with fp32 slots [BN, HI + LO] for each part of each tile and two
+    # counters a tile
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import DESCRIPTOR_SOURCES, _twotile_call
+    from tunesearch.variants.space import cdiv, gluon_grid
+
+    M, K, N = 150, 4096, 12288
+    a, packed, scales = _operands(M, K, N)
+    out = torch.empty(M, N, dtype=torch.float16)
+    one = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c2")
+    kernel, grid, args, meta = _twotile_call(one.params, a, packed, scales, out, 128)
+    n = len(DESCRIPTOR_SOURCES["twotile"])
+    assert [list(d.block_shape) for d in args[:n]] == [[128, 64], [32, 64], [2, 256], [1, 64]]
+    assert args[n] is out and args[n + 1] is out and args[n + 3:n + 6] == (M, N, K)
+    assert grid == (N // 64, 1, 1) and meta["LO"] == 32 and meta["MAX_PARTS"] == 1
+    stream = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk0.w4.s4.c2")
+    _, grid, args, meta = _twotile_call(stream.params, a, packed, scales, out, 128)
+    tiles = cdiv(N, 64)
+    assert (grid, meta["MAX_PARTS"]) == gluon_grid(M, N, K, 160, 64, 64, 0, 2 * 132) and meta["MAX_PARTS"] > 1
+    assert args[n + 1].numel() == tiles * meta["MAX_PARTS"] * 64 * 160
+    assert args[n + 2].numel() >= 2 * tiles
+
+
 def test_the_caches_are_bounded():
     cache, _, encoded = _cache()
     cache.A_LIMIT = 2

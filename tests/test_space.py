@@ -212,6 +212,43 @@ def test_the_gluon_family_is_offered_only_where_gluon_runs():
                                             128, 11008, 4096, 128, hopper)
 
 
+def test_twotile_is_offered_where_one_of_its_tiles_holds_m_on_frag32_with_its_own_rules():
+    from tunesearch.variants import DeviceLimits
+    from tunesearch.variants.space import TWOTILE_CTAS, TWOTILE_M, rsmma_shared_bytes
+
+    hopper = DeviceLimits(gluon=True)
+    for M in (1, 64, 65, 72, 80, 96, 97, 128, 129, 136, 160, 192, 193, 256):
+        space = [v for v in variant_space(M, 12288, 4096, 128, hopper, layout="frag32") if v.family == "twotile"]
+        assert bool(space) == (64 < M <= 96 or 128 < M <= 192) and (not space or TWOTILE_M[0] <= M <= TWOTILE_M[1])
+        for v in space:
+            p = v.params
+            assert p["BM"] < M <= p["BM"] + p["LO"] and p["LO"] < p["BM"] and p["num_warps"] == p["BN"] // 16
+            assert p["CTAS"] <= TWOTILE_CTAS[(p["BM"], p["BN"])] and p["SPLIT_K"] in (0, 1) and p["BK"] == 64
+            assert p["CTAS"] * (rsmma_shared_bytes(p["BM"] + p["LO"], p["BN"], 64, p["num_stages"]) + 2048) \
+                <= hopper.sm_shared_memory
+        # never on the base layout, nor where Gluon does not run
+        assert not any(v.family == "twotile" for v in variant_space(M, 12288, 4096, 128, hopper))
+        assert not any(v.family == "twotile" for v in variant_space(M, 12288, 4096, 128, "cpu", layout="frag32"))
+    # its seed follows rsmma's: the narrowest LO that holds M, 4 stages at the most CTAs an SM (the
+    # experiment's winners, NOTES.md row 91)
+    seeds = [v.id for v in heuristic_variants(129, 12288, 4096, 128, hopper, layout="frag32")]
+    assert seeds[1] == "twotile.bm128.lo8.bn64.bk64.sk1.w4.s4.c2" and seeds[0].startswith("rsmma.")
+    seeds = [v.id for v in heuristic_variants(96, 22016, 4096, 128, hopper, layout="frag32")]
+    assert seeds[1] == "twotile.bm64.lo32.bn64.bk64.sk1.w4.s4.c3"
+    # its rules, with reasons; any M runs (a bucket's variant serves all of its M), the search offers M past HI
+    v = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c2")
+    assert v.params["LO"] == 32 and Variant.from_id(v.id) == v
+    assert variant_error(v, 5, 12288, 4096, 128, hopper, layout="frag32") is None
+    assert "128 < M <= 160" in variant_error(v, 161, 12288, 4096, 128, hopper, prune=True, layout="frag32")
+    assert "does not read" in variant_error(v, 150, 12288, 4096, 128, hopper)
+    for bad, reason in (("twotile.bm64.lo64.bn64.bk64.sk1.w4.s4.c2", "below it"),
+                        ("twotile.bm128.lo32.bn64.bk128.sk1.w4.s2.c2", "BK=64"),
+                        ("twotile.bm128.lo32.bn64.bk64.sk2.w4.s4.c2", "SPLIT_K=1"),
+                        ("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c3", "fits 2 CTAs"),
+                        ("twotile.bm128.lo32.bn128.bk64.sk1.w4.s4.c1", "num_warps = BN/16")):
+        assert reason in variant_error(Variant.from_id(bad), 150, 12288, 4096, 128, hopper, layout="frag32"), bad
+
+
 def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     from tunesearch.variants import DeviceLimits
     from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
@@ -348,7 +385,7 @@ def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
         monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=gluon)))
         line = _families_line(*_families_off(0))
         assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
-        assert ("dqmma, rsmma off" in line) != gluon and ("dqchunk, dqmma, rsmma" in line) == gluon
+        assert ("dqmma, rsmma, twotile off" in line) != gluon and ("dqchunk, dqmma, rsmma, twotile" in line) == gluon
 
 
 def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, tmp_path):

@@ -37,8 +37,10 @@ log = logging.getLogger("tunesearch")
 KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 # Families with sources of their own: their trials are keyed by their own hash, so adding or changing
 # one leaves the Triton families' stored trials valid, and the reverse.
-# rsmma takes dqmma's descriptors and epilogue; rsmma_launch.py sizes its launch's registers
-FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py", "rsmma_launch.py")}
+# rsmma takes dqmma's descriptors and epilogue; rsmma_launch.py sizes its launch's registers; twotile is
+# rsmma's kernel with two accumulators (its loader, fragment, staged store and dqmma's reduction)
+FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py", "rsmma_launch.py"),
+                  "twotile": ("twotile.py", "rsmma.py", "dqmma.py", "rsmma_launch.py")}
 # A family that reads a second weight layout with a kernel of its own: its trials in that layout are keyed
 # by that source too (rsmma reads frag32 with its own sources' fragment builder).
 LAYOUT_SOURCES = {("dequant", "frag32"): ("dequant_frag32.py",)}

@@ -111,15 +111,17 @@ def _sm_count(device: torch.device) -> int:
     return count
 
 
-def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, tiles: int, parts: int):
+def _gluon_args(descriptors, a, packed, scales, out, bm: int, bn: int, bk: int, tiles: int, parts: int,
+                counters: int | None = None):
     """A Gluon family's runtime arguments: TMA descriptors of A, packed W and the scales (over aligned
     copies where TMA cannot read them as they are), C, and, when a tile gathers ``parts`` > 1 partials,
-    a workspace of that many fp32 [BM, BN] slots per tile and the tiles' arrival counters."""
+    a workspace of that many fp32 [BM, BN] slots per tile and the arrival counters (``counters``, default
+    one a tile)."""
     M, K = a.shape
     N = scales.shape[1]  # packed is 4N wide in layout frag32
     if parts > 1:
         workspace = torch.empty(tiles * parts * bm * bn, dtype=torch.float32, device=a.device)
-        locks = _locks(a.device, tiles)
+        locks = _locks(a.device, tiles if counters is None else counters)
     else:
         workspace = locks = out  # unused by the kernel when no tile is split
     return (*descriptors(_tma_ready(a), _tma_ready(packed), _tma_ready(scales), bm, bn, bk),
@@ -183,6 +185,28 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     return rsmma.rsmma_kernel, grid, args, meta
 
 
+def _twotile_call(p, a, packed, scales, out, group_size: int):
+    """twotile's kernel, grid, arguments and meta (frag32 weights only): a CTA per (column tile, token tile
+    of HI + LO), or stream-K's CTAS an SM; where tiles are split, the workspace holds each part's fp32 slots
+    [BN, HI] of every tile, then their [BN, LO] ones, and the counters two a tile (HI's, then LO's)."""
+    from . import rsmma, twotile
+    from .rsmma_launch import launch_registers
+
+    M, K = a.shape
+    N = scales.shape[1]
+    hi, lo, bn, bk, warps = p["BM"], p["LO"], p["BN"], p["BK"], p["num_warps"]
+    grid, parts = gluon_grid(M, N, K, hi + lo, bn, bk, p["SPLIT_K"], p["CTAS"] * _sm_count(a.device))
+    tiles = cdiv(M, hi + lo) * cdiv(N, bn)
+    if p["SPLIT_K"] == 1:
+        grid = (tiles, 1, 1)  # the kernel's unit ranges: one tile a CTA
+    args = _gluon_args(lambda a, packed, scales, bm, bn, bk: twotile.descriptors(a, packed, scales, hi, lo, bn, bk),
+                       a, packed, scales, out, hi + lo, bn, bk, tiles, parts, counters=2 * tiles)
+    meta = dict(GROUP=group_size, LO=lo, BK=bk, STAGES=p["num_stages"], WORDS=rsmma.frag32_word_layout(bk, warps),
+                FRAGMENT=rsmma.frag32_fragment, MAX_PARTS=parts, num_warps=warps,
+                maxnreg=launch_registers(warps, p["CTAS"]))
+    return twotile.two_tile_kernel, grid, args, meta
+
+
 def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
     """The Triton kernel, grid, runtime arguments and meta-parameters of one launch."""
     M, K = a.shape
@@ -192,6 +216,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         return _dqmma_call(p, a, packed, scales, out, group_size)
     if variant.family == "rsmma":
         return _rsmma_call(p, a, packed, scales, out, group_size)
+    if variant.family == "twotile":
+        return _twotile_call(p, a, packed, scales, out, group_size)
     split_k = p.get("SPLIT_K", 1)
     tiles_m, tiles_n = cdiv(M, p["BM"]), cdiv(N, p["BN"])
     if split_k > 1:
@@ -317,6 +343,11 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     return launcher
 
 
+# Which operand (0: A, 1: the packed weights, 2: the scales) each TMA descriptor of a Gluon family's kernel
+# reads, in its argument order (A's first): twotile reads A in boxes of HI rows and of LO rows
+DESCRIPTOR_SOURCES = {"twotile": (0, 0, 1, 2)}
+
+
 def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, generic):
     """``make_launcher``'s launcher for a Gluon family: compiled once, then per call only a split's fp32
     workspace is made before the compiled kernel's own launcher runs, with the TMA descriptors (boxes and
@@ -332,9 +363,11 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     compiled._init_handles()
     # the launch's three descriptors give each operand's box and shared layout: per call only new
     # descriptors over the same boxes (the builders make the layouts again each time, most of their cost)
-    boxes = [(d.block_shape, d.layout) for d in args[:3]]
-    workspace = args[4].numel() if args[4] is not out else 0  # fp32 partial slots where tiles are split
-    locks, fixed = args[5].numel() if workspace else 0, args[6:9]  # the split counters a launch needs, M, N, K
+    sources = DESCRIPTOR_SOURCES.get(variant.family, (0, 1, 2))
+    n = len(sources)  # the descriptors come first, then C, the workspace, the counters, M, N, K
+    boxes = [(d.block_shape, d.layout) for d in args[:n]]
+    workspace = args[n + 1].numel() if args[n + 1] is not out else 0  # fp32 partial slots where tiles are split
+    locks, fixed = args[n + 2].numel() if workspace else 0, args[n + 3:n + 6]  # the split counters, M, N, K
     constexprs = _constexpr_values(kernel, meta)
     run, function, packed_meta = compiled.run, compiled.function, compiled.packed_metadata
     g0, g1, g2 = grid
@@ -344,7 +377,7 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     device, torch_device = a.get_device(), a.device
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime
-    encoded = _EncodedDescriptors.of(run, boxes)
+    encoded = _EncodedDescriptors.of(run, boxes, sources)
 
     def launcher(a, packed, scales, out):
         if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
@@ -352,8 +385,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
         if encoded is not None:  # encoded once per operand address; None where TMA cannot read one as it is
             descriptors = encoded.arguments(a, packed, scales)
         elif tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales):
+            operands = [(a, packed, scales)[i] for i in sources]
             descriptors = [TensorDescriptor(t, t.shape, t.stride(), box, layout)
-                           for t, (box, layout) in zip((a, packed, scales), boxes)]
+                           for t, (box, layout) in zip(operands, boxes)]
         else:
             descriptors = None
         if descriptors is None:
@@ -391,7 +425,7 @@ class _EncodedDescriptors:
     A_LIMIT = 64  # activation addresses remembered, likewise
 
     @classmethod
-    def of(cls, run, boxes):
+    def of(cls, run, boxes, sources=(0, 1, 2)):
         try:
             from triton.backends.nvidia.driver import _BASE_ARGS_FORMAT_LEN, make_tensordesc_arg
 
@@ -401,14 +435,17 @@ class _EncodedDescriptors:
         except (ImportError, AttributeError, KeyError, TypeError):
             return None
         scratch = run.global_scratch_size or run.profile_scratch_size
-        if set(indices) != {0, 1, 2} or len(metas) != 3 or _BASE_ARGS_FORMAT_LEN != 13 or scratch:
+        n = len(sources)
+        if set(indices) != set(range(n)) or len(metas) != n or _BASE_ARGS_FORMAT_LEN != 13 or scratch:
             return None
-        return cls(raw, metas, boxes, make_tensordesc_arg, run.launch_cooperative_grid, run.launch_pdl)
+        return cls(raw, metas, boxes, make_tensordesc_arg, run.launch_cooperative_grid, run.launch_pdl, sources)
 
-    def __init__(self, raw, metas, boxes, encode, cooperative, pdl):
+    def __init__(self, raw, metas, boxes, encode, cooperative, pdl, sources=(0, 1, 2)):
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+        assert list(sources) == sorted(sources), "A's descriptors come first, then the weights'"
         self.raw, self.metas, self.boxes, self.encode = raw, metas, boxes, encode
+        self.sources = sources
         self.flags = (cooperative, pdl, None, None)  # and no global or profile scratch
         self.descriptor = TensorDescriptor
         self.encoded: dict[tuple, list] = {}  # the weights' (address, shape, strides) -> their launch arguments
@@ -418,6 +455,11 @@ class _EncodedDescriptors:
         box, layout = self.boxes[i]
         return self.encode(self.descriptor(t, t.shape, t.stride(), box, layout), self.metas[i])
 
+    def _operand_args(self, operands, first: int) -> list:
+        """The launch arguments of every descriptor over operand ``first`` and those after it (``sources``)."""
+        return [x for i, source in enumerate(self.sources) if source >= first and source < len(operands)
+                for x in self._args(i, operands[source])]
+
     @staticmethod
     def _keep(cache: dict, limit: int, key, value):
         if len(cache) >= limit:  # forgotten all at once: a model's operands come back to few addresses
@@ -426,7 +468,7 @@ class _EncodedDescriptors:
         return value
 
     def arguments(self, a, packed, scales) -> list | None:
-        """The C launch's arguments for the three descriptors, or None where an operand is one TMA cannot
+        """The C launch's arguments for the descriptors, or None where an operand is one TMA cannot
         read as it is (``tma_aligned``). Alignment is checked only when a descriptor is made: a cached one's
         address and strides, so its alignment, are those of the tensor that hits it."""
         key = (packed.data_ptr(), packed.shape, packed.stride(), scales.data_ptr(), scales.shape, scales.stride())
@@ -434,13 +476,13 @@ class _EncodedDescriptors:
         if weights is None:
             if not (tma_aligned(packed) and tma_aligned(scales)):
                 return None
-            weights = self._keep(self.encoded, self.LIMIT, key, self._args(1, packed) + self._args(2, scales))
+            weights = self._keep(self.encoded, self.LIMIT, key, self._operand_args((None, packed, scales), 1))
         key = (a.data_ptr(), a.shape, a.stride())
         a_args = self.encoded_a.get(key)
         if a_args is None:
             if not tma_aligned(a):
                 return None
-            a_args = self._keep(self.encoded_a, self.A_LIMIT, key, self._args(0, a))
+            a_args = self._keep(self.encoded_a, self.A_LIMIT, key, self._operand_args((a,), 0))
         return a_args + weights
 
     def run(self, g0, g1, g2, stream, function, packed_meta, descriptors, rest):

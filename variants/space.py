@@ -36,6 +36,12 @@ STREAM_K = 0
 # against the route's 0.81-0.83x): its 256-token tiles of two warp groups are cuBLAS's tile shape, and its
 # unpack is paid once a block for 256 tokens.
 RSMMA_M = (1, 4096)
+# twotile (variants/twotile.py): rsmma's token tile as HI + LO tokens on one unpacked fragment, offered where
+# one such tile holds M and a power-of-two tile would not: HI < M <= HI + LO (M = 65..96 and 129..192)
+TWOTILE_M = (65, 192)
+# The most CTAs an SM each (HI, BN) tile of twotile fits at BK = 64: found offline for sm_90 (two wgmmas in
+# flight, no spills; tests/test_experiments.py), HI = 128 at 128 registers a thread, 64 at 80
+TWOTILE_CTAS = {(128, 64): 2, (128, 128): 1, (64, 64): 3, (64, 128): 1}
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -59,6 +65,10 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     # partials itself), CLUSTER the CTAs of neighbouring column tiles launched as one cluster (api.cluster_meta)
     "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew"), ("CLUSTER", "cl")),
+    # BM = HI tokens and LO more (two accumulators on one fragment), the rest as rsmma's; SPLIT_K 1 (a CTA
+    # a tile) or 0 (stream-K)
+    "twotile": (("BM", "bm"), ("LO", "lo"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
+                ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 # Parameters added to a family after its variants were stored: a variant without one has its default,
@@ -111,12 +121,16 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     "rsmma": dict(BM=(8, 16, 32, 64, 128, 256), BN=(64, 128), BK=(64, 128), SPLIT_K=(STREAM_K, 1, 2, 4),
                   num_warps=(4, 8), num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4), SKEW=(0, 2, 3, 4, 6),
                   CLUSTER=(1, 2)),
+    # the experiment's (NOTES.md row 91) winners were all BK=64: 4 stages at two CTAs an SM (HI=128) or
+    # three (HI=64), 6 at one or two; BK=128 (two stages at two CTAs) never placed
+    "twotile": dict(BM=(64, 128), LO=(8, 16, 32, 64), BN=(64, 128), BK=(64,), SPLIT_K=(STREAM_K, 1),
+                    num_warps=(4, 8), num_stages=(3, 4, 5, 6), CTAS=(1, 2, 3)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
-GLUON_FAMILIES = ("dqmma", "rsmma")
+GLUON_FAMILIES = ("dqmma", "rsmma", "twotile")
 # The families that read each weight layout (layout.LAYOUTS): frag32 is rsmma's register fragment's order
-# (NOTES.md row 69), with a dequantizer of its own for the route above the crossover.
-LAYOUT_FAMILIES = {"base": FAMILIES, "frag32": ("rsmma", "dequant")}
+# (NOTES.md row 69), with a dequantizer of its own for the route above the crossover; twotile reads frag32 only
+LAYOUT_FAMILIES = {"base": tuple(f for f in FAMILIES if f != "twotile"), "frag32": ("rsmma", "twotile", "dequant")}
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
 # never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
@@ -255,7 +269,7 @@ def rsmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
 
 def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits") -> int:
     """How many rsmma CTAs' rings fit an SM's shared memory together (each with its alignment and the
-    1 KB the SM reserves per CTA)."""
+    1 KB the SM reserves per CTA). twotile's ring is rsmma's with BM = HI + LO rows of A a slot."""
     return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + 2048)
 
 
@@ -334,6 +348,8 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return _dqmma_error(p, M, N, K, group_size, limits)
     if variant.family == "rsmma":
         return _rsmma_error(p, M, N, K, group_size, limits)
+    if variant.family == "twotile":
+        return _twotile_error(p, M, N, K, group_size, limits)
     if variant.family == "gemv":
         # accumulator + per-block sum (fp32, BM x BK/8 x BN) and the packed block, per thread
         regs = (2 * bm * (bk // 8) * bn + packed_blocks_held(p) * (bk // 8) * bn) // threads
@@ -426,6 +442,27 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
                                 cdiv(M, bm) * bm, cdiv(N, bn) * bn))
 
 
+def _twotile_error(p, M, N, K, group_size, limits) -> str | None:
+    hi, lo, bn, bk, warps, stages = p["BM"], p["LO"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
+    if bn not in (64, 128) or warps != bn // 16:
+        return f"twotile's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
+    if hi not in (64, 128) or lo not in (8, 16, 32, 64) or lo >= hi:
+        return f"twotile's tile is BM = 64 or 128 tokens and LO = 8, 16, 32 or 64 below it, got {hi} + {lo}"
+    if p["SPLIT_K"] not in (STREAM_K, 1):
+        return f"twotile runs a CTA a tile (SPLIT_K=1) or stream-K (SPLIT_K=0), got SPLIT_K={p['SPLIT_K']}"
+    if bk != 64:
+        return f"twotile's tiles were fitted to BK=64 (registers, NOTES.md row 91), got BK={bk}"
+    if stages * bk < bn:
+        return f"twotile stages C's tile [BN, HI] through the drained ring: num_stages x BK >= BN, got {stages} x {bk}"
+    if p["CTAS"] > TWOTILE_CTAS[(hi, bn)]:
+        return f"a {hi} + {lo} token tile of BN={bn} fits {TWOTILE_CTAS[(hi, bn)]} CTAs an SM, not CTAS={p['CTAS']}"
+    tokens = hi + lo
+    return (_tma_ring_error("twotile", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(tokens, bn, bk, stages),
+                            limits)
+            or _workspace_error(gluon_grid(M, N, K, tokens, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
+                                cdiv(M, tokens) * tokens, cdiv(N, bn) * bn))
+
+
 def chunk_columns(params, N: int, K: int) -> int:
     """Columns per chunk of the dqchunk family: as many whole BN tiles as fit MB megabytes of fp16
     [K, columns] (at least one tile), at most N."""
@@ -457,6 +494,20 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"BN={p['BN']} is wider than N={N} needs"
         return None
     bm, bn = p["BM"], p["BN"]
+    if variant.family == "twotile":
+        if not bm < M <= bm + p["LO"]:
+            return f"twotile's {bm} + {p['LO']} token tile is for {bm} < M <= {bm + p['LO']}, got M={M}"
+        if bn > max(64, next_pow2(N)):
+            return f"BN={bn} is wider than N={N} needs"
+        if p["CTAS"] > 1:
+            tiles = cdiv(N, bn)  # one token tile holds M
+            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles
+            if ctas <= limits.num_sms:
+                return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
+            fit = rsmma_ctas_fit(bm + p["LO"], bn, p["BK"], p["num_stages"], limits)
+            if fit < p["CTAS"]:
+                return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
+        return None
     if variant.family in ("dqmma", "rsmma"):
         lo, hi = DQMMA_M if variant.family == "dqmma" else RSMMA_M
         if not lo <= M <= hi:
@@ -605,6 +656,13 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
+    elif family == "twotile":  # the experiment's winners (NOTES.md row 91): the narrowest LO that holds M,
+        # BN=64, 4 stages at the most CTAs an SM, then 6 at fewer, then stream-K
+        hi = 64 if M <= 96 else 128
+        lo = next((lo for lo in (8, 16, 32, 64) if M <= hi + lo), 64)
+        most = TWOTILE_CTAS[(hi, 64)]
+        for sk, stages, ctas in ((1, 4, most), (1, 6, most - 1), (STREAM_K, 4, most)):
+            yield dict(BM=hi, LO=lo, BN=64, BK=64, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
         for bm in ((128, 64) if M > 64 else (64,)):
             tiles = cdiv(N, 128) * cdiv(M, bm)  # one split won at 86 tiles on 132 SMs (34.8 vs 49.7 us)
@@ -638,7 +696,7 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
     if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-64),
         at = 1 if M == 1 else 0  # and 2 of 5 shapes at M=1: after the gemv there
-        order = order[:at] + ("rsmma",) + order[at:]
+        order = order[:at] + ("rsmma", "twotile") + order[at:]
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
