@@ -6,7 +6,7 @@
 #   The 1-GPU vs 2-GPU wall-time ratio: benchmarks/device_ratio.sh.
 # Source benchmarks/device_setup.sh first; everything lands in $OUT.
 # Resume instead of a fresh store: STORE=.store/sweep_s12.db (carried; copied, never written in place),
-# and MS=64,96,128,192 for some M buckets only (default: all 19); FAMILIES=dqmma to re-tune one family
+# and MS=64,96,128,192 for some M buckets only (default: all 21); FAMILIES=dqmma to re-tune one family
 # (its GPU tests run first, and a failure stops the call before the sweep); DECODE=0 skips the decode run;
 # EXPORT_ARGS=--current-code-only leaves out the trials of kernel code other than this tree's.
 set -uo pipefail
