@@ -361,7 +361,7 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     compiled = kernel.warmup(*args, grid=grid, **meta)
     compiled._init_handles()
-    # the launch's three descriptors give each operand's box and shared layout: per call only new
+    # the launch's descriptors give each operand's boxes and shared layouts: per call only new
     # descriptors over the same boxes (the builders make the layouts again each time, most of their cost)
     sources = DESCRIPTOR_SOURCES.get(variant.family, (0, 1, 2))
     n = len(sources)  # the descriptors come first, then C, the workspace, the counters, M, N, K
