@@ -173,10 +173,11 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     if family == "dqmma":
         picks += [rng.choice([v for v in space if v.params["BN"] == 256] or space)]  # the MMA warps load
     elif family == "twotile":  # every LO offered (the LO box shifted to M's end where it passes HI + LO's
-        # rows), both column tiles, every CTAs an SM offered
+        # rows), both column tiles, every CTAs an SM and split count offered
         picks += [rng.choice(c) for c in ([v for v in space if v.params["LO"] == lo] for lo in (8, 16, 32, 64)) if c]
         picks += [rng.choice(c) for c in ([v for v in space if v.params[name] == x] for name, x in
-                                          (("BN", 64), ("BN", 128), ("CTAS", 2), ("CTAS", 3))) if c]
+                                          (("BN", 64), ("BN", 128), ("CTAS", 2), ("CTAS", 3), ("SPLIT_K", 2),
+                                           ("SPLIT_K", 4))) if c]
     else:  # the narrowest and widest token tiles (8 at M <= 8 where offered), one warp group and two, several
         # CTAs an SM where offered
         picks += [rng.choice([v for v in space if v.params["BM"] == bm] or space) for bm in (8, 16, 32, 64, 256)]

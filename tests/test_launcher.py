@@ -122,6 +122,14 @@ def test_twotiles_launch_arguments_hold_two_a_boxes_and_both_accumulators_slots_
     assert (grid, meta["MAX_PARTS"]) == gluon_grid(M, N, K, 160, 64, 64, 0, 2 * 132) and meta["MAX_PARTS"] > 1
     assert args[n + 1].numel() == tiles * meta["MAX_PARTS"] * 64 * 160
     assert args[n + 2].numel() >= 2 * tiles
+    # two splits: two CTAs a tile, each a run of half its blocks (stream-K's unit ranges with P = 2 tiles)
+    a, packed, scales = _operands(M, K, 4096)
+    out = torch.empty(M, 4096, dtype=torch.float16)
+    split = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk2.w4.s6.c1")
+    _, grid, args, meta = _twotile_call(split.params, a, packed, scales, out, 128)
+    tiles = 4096 // 64
+    assert grid == (2 * tiles, 1, 1) and (K // 64) // 2 == 32 and meta["MAX_PARTS"] >= 2
+    assert args[n + 1].numel() == tiles * meta["MAX_PARTS"] * 64 * 160 and args[n + 2].numel() >= 2 * tiles
 
 
 def test_the_caches_are_bounded():

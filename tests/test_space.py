@@ -223,7 +223,7 @@ def test_twotile_is_offered_where_one_of_its_tiles_holds_m_on_frag32_with_its_ow
         for v in space:
             p = v.params
             assert p["BM"] < M <= p["BM"] + p["LO"] and p["LO"] < p["BM"] and p["num_warps"] == p["BN"] // 16
-            assert p["CTAS"] <= TWOTILE_CTAS[(p["BM"], p["BN"])] and p["SPLIT_K"] in (0, 1) and p["BK"] == 64
+            assert p["CTAS"] <= TWOTILE_CTAS[(p["BM"], p["BN"])] and p["SPLIT_K"] in (0, 1, 2, 4) and p["BK"] == 64
             assert p["CTAS"] * (rsmma_shared_bytes(p["BM"] + p["LO"], p["BN"], 64, p["num_stages"]) + 2048) \
                 <= hopper.sm_shared_memory
         # never on the base layout, nor where Gluon does not run
@@ -243,10 +243,16 @@ def test_twotile_is_offered_where_one_of_its_tiles_holds_m_on_frag32_with_its_ow
     assert "does not read" in variant_error(v, 150, 12288, 4096, 128, hopper)
     for bad, reason in (("twotile.bm64.lo64.bn64.bk64.sk1.w4.s4.c2", "below it"),
                         ("twotile.bm128.lo32.bn64.bk128.sk1.w4.s2.c2", "BK=64"),
-                        ("twotile.bm128.lo32.bn64.bk64.sk2.w4.s4.c2", "SPLIT_K=1"),
                         ("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c3", "fits 2 CTAs"),
                         ("twotile.bm128.lo32.bn128.bk64.sk1.w4.s4.c1", "num_warps = BN/16")):
         assert reason in variant_error(Variant.from_id(bad), 150, 12288, 4096, 128, hopper, layout="frag32"), bad
+    # SPLIT_K CTAs a tile (stream-K's machinery, space.twotile_grid) where the column tiles leave SMs idle:
+    # 64 tiles of N=4096 take two splits, 192 of N=12288 fill the SMs already
+    split = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk2.w4.s6.c1")
+    assert variant_error(split, 150, 4096, 11008, 128, hopper, prune=True, layout="frag32") is None
+    assert "already fill" in variant_error(split, 150, 12288, 4096, 128, hopper, prune=True, layout="frag32")
+    seeds = [v.id for v in heuristic_variants(150, 4096, 11008, 128, hopper, layout="frag32")]
+    assert seeds[1] == "twotile.bm128.lo32.bn64.bk64.sk2.w4.s6.c1"
 
 
 def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():

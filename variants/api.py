@@ -13,7 +13,7 @@ from .gemv import a_pairs_ok, gemv_kernel
 from .layout import check_packed, dequantize, layout_of
 from .swapab import swapab_kernel
 from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv, chunk_columns, gluon_grid,
-                    interpreting, variant_error)
+                    interpreting, twotile_grid, variant_error)
 
 # Split-K arrival counters, per device and stream. Each launch leaves them at zero (the last split
 # re-arms its tile's counter), so one zeroed buffer serves every launch of a stream, whose kernels run
@@ -187,7 +187,8 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
 
 def _twotile_call(p, a, packed, scales, out, group_size: int):
     """twotile's kernel, grid, arguments and meta (frag32 weights only): a CTA per (column tile, token tile
-    of HI + LO), or stream-K's CTAS an SM; where tiles are split, the workspace holds each part's fp32 slots
+    of HI + LO), stream-K's CTAS an SM, or SPLIT_K CTAs a tile (``space.twotile_grid``); where tiles are
+    split, the workspace holds each part's fp32 slots
     [BN, HI] of every tile, then their [BN, LO] ones, and the counters two a tile (HI's, then LO's)."""
     from . import rsmma, twotile
     from .rsmma_launch import launch_registers
@@ -195,10 +196,8 @@ def _twotile_call(p, a, packed, scales, out, group_size: int):
     M, K = a.shape
     N = scales.shape[1]
     hi, lo, bn, bk, warps = p["BM"], p["LO"], p["BN"], p["BK"], p["num_warps"]
-    grid, parts = gluon_grid(M, N, K, hi + lo, bn, bk, p["SPLIT_K"], p["CTAS"] * _sm_count(a.device))
+    grid, parts = twotile_grid(M, N, K, hi, lo, bn, bk, p["SPLIT_K"], p["CTAS"] * _sm_count(a.device))
     tiles = cdiv(M, hi + lo) * cdiv(N, bn)
-    if p["SPLIT_K"] == 1:
-        grid = (tiles, 1, 1)  # the kernel's unit ranges: one tile a CTA
     args = _gluon_args(lambda a, packed, scales, bm, bn, bk: twotile.descriptors(a, packed, scales, hi, lo, bn, bk),
                        a, packed, scales, out, hi + lo, bn, bk, tiles, parts, counters=2 * tiles)
     meta = dict(GROUP=group_size, LO=lo, BK=bk, STAGES=p["num_stages"], WORDS=rsmma.frag32_word_layout(bk, warps),

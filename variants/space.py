@@ -123,7 +123,8 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
                   CLUSTER=(1, 2)),
     # the experiment's (NOTES.md row 91) winners were all BK=64: 4 stages at two CTAs an SM (HI=128) or
     # three (HI=64), 6 at one or two; BK=128 (two stages at two CTAs, what fits) ran 1.32-1.58x the best
-    "twotile": dict(BM=(64, 128), LO=(8, 16, 32, 64), BN=(64, 128), BK=(64,), SPLIT_K=(STREAM_K, 1),
+    # SPLIT_K 2 and 4: stream-K's machinery with a CTA per (tile, split), untimed so far (NOTES.md row 93)
+    "twotile": dict(BM=(64, 128), LO=(8, 16, 32, 64), BN=(64, 128), BK=(64,), SPLIT_K=(STREAM_K, 1, 2, 4),
                     num_warps=(4, 8), num_stages=(3, 4, 5, 6), CTAS=(1, 2, 3)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
@@ -448,8 +449,6 @@ def _twotile_error(p, M, N, K, group_size, limits) -> str | None:
         return f"twotile's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
     if hi not in (64, 128) or lo not in (8, 16, 32, 64) or lo >= hi:
         return f"twotile's tile is BM = 64 or 128 tokens and LO = 8, 16, 32 or 64 below it, got {hi} + {lo}"
-    if p["SPLIT_K"] not in (STREAM_K, 1):
-        return f"twotile runs a CTA a tile (SPLIT_K=1) or stream-K (SPLIT_K=0), got SPLIT_K={p['SPLIT_K']}"
     if bk != 64:
         return f"twotile's tiles were fitted to BK=64 (registers, NOTES.md row 91), got BK={bk}"
     if stages * bk < bn:
@@ -459,8 +458,20 @@ def _twotile_error(p, M, N, K, group_size, limits) -> str | None:
     tokens = hi + lo
     return (_tma_ring_error("twotile", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(tokens, bn, bk, stages),
                             limits)
-            or _workspace_error(gluon_grid(M, N, K, tokens, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
+            or _workspace_error(twotile_grid(M, N, K, hi, lo, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
                                 cdiv(M, tokens) * tokens, cdiv(N, bn) * bn))
+
+
+def twotile_grid(M: int, N: int, K: int, HI: int, LO: int, BN: int, BK: int, split_k: int,
+                 ctas_at_once: int) -> tuple[tuple[int, int, int], int]:
+    """twotile's launch grid (1-D: its kernel takes equal runs of all tiles' blocks, CTA c the units
+    [c U / P, (c + 1) U / P)) and the most partial tiles one tile gathers. A CTA a tile (SPLIT_K=1);
+    stream-K over the CTAs that run at once (0); or SPLIT_K CTAs a tile, the same machinery with P = tiles x
+    SPLIT_K, so that each CTA takes a split's run of blocks (its partial through the same reduction)."""
+    tiles = cdiv(M, HI + LO) * cdiv(N, BN)
+    if split_k == 1:
+        return (tiles, 1, 1), 1
+    return gluon_grid(M, N, K, HI + LO, BN, BK, STREAM_K, ctas_at_once if split_k == STREAM_K else tiles * split_k)
 
 
 def chunk_columns(params, N: int, K: int) -> int:
@@ -499,9 +510,11 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"twotile's {bm} + {p['LO']} token tile is for {bm} < M <= {bm + p['LO']}, got M={M}"
         if bn > max(64, next_pow2(N)):
             return f"BN={bn} is wider than N={N} needs"
+        tiles = cdiv(N, bn)  # one token tile holds M
+        if split_k > 1 and tiles >= limits.num_sms:
+            return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
         if p["CTAS"] > 1:
-            tiles = cdiv(N, bn)  # one token tile holds M
-            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles
+            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k
             if ctas <= limits.num_sms:
                 return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
             fit = rsmma_ctas_fit(bm + p["LO"], bn, p["BK"], p["num_stages"], limits)
@@ -657,11 +670,13 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
     elif family == "twotile":  # the experiment's winners (NOTES.md row 91): the narrowest LO that holds M,
-        # BN=64, 4 stages at the most CTAs an SM, then 6 at fewer, then stream-K
+        # BN=64, 4 stages at the most CTAs an SM, then 6 at fewer, then stream-K; two splits first where the
+        # column tiles fill at most half the SMs (rsmma's rule, row 52; untimed for twotile)
         hi = 64 if M <= 96 else 128
         lo = next((lo for lo in (8, 16, 32, 64) if M <= hi + lo), 64)
         most = TWOTILE_CTAS[(hi, 64)]
-        for sk, stages, ctas in ((1, 4, most), (1, 6, most - 1), (STREAM_K, 4, most)):
+        few = 2 * cdiv(N, 64) <= limits.num_sms
+        for sk, stages, ctas in ((2, 6, 1),) * few + ((1, 4, most), (1, 6, most - 1), (STREAM_K, 4, most)):
             yield dict(BM=hi, LO=lo, BN=64, BK=64, SPLIT_K=sk, num_warps=4, num_stages=stages, CTAS=ctas)
     elif family == "dqmma":  # row 45's winners first: bk128 with 4 stages; a split where tiles are few
         for bm in ((128, 64) if M > 64 else (64,)):
