@@ -45,7 +45,6 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
@@ -63,45 +62,30 @@ def config_id(c: dict) -> str:
     return f"hi{c['HI']}.lo{c['LO']}.bn{c['BN']}.bk{c['BK']}.s{c['STAGES']}.c{c['CTAS']}" + (".sk0" if c["STREAM"] else "")
 
 
-def launch_args(config: dict, a, packed_f, scales, out, sm_count: int):
-    """(grid, args, meta) of two_tile_kernel for frag32 weights ``packed_f`` [K/32, 4N]: a CTA per tile of
-    HI + LO tokens and BN columns, or (STREAM) CTAS x ``sm_count`` stream-K CTAs with a workspace of fp32
-    slots [BN, HI] and [BN, LO] for each part of each tile, and their counters (``api._gluon_args``' for the
-    family)."""
-    from tunesearch.variants.api import _locks
-    from tunesearch.variants.rsmma import frag32_descriptors, frag32_fragment, frag32_word_layout
-    from tunesearch.variants.rsmma_launch import launch_registers
-    from tunesearch.variants.space import STREAM_K, gluon_grid
+def variant_of(config: dict):
+    """The twotile family's variant for ``config`` (STREAM=1 is its stream-K, SPLIT_K=0)."""
+    from tunesearch.variants import Variant
 
-    M, K = a.shape
-    N = scales.shape[1]
-    bn, hi, lo, bk = config["BN"], config["HI"], config["LO"], config["BK"]
-    tiles = triton.cdiv(N, bn) * triton.cdiv(M, hi + lo)
-    if config["STREAM"]:
-        grid, parts = gluon_grid(M, N, K, hi + lo, bn, bk, STREAM_K, config["CTAS"] * sm_count)
-    else:
-        grid, parts = (tiles,), 1  # the kernel's unit ranges: one tile a CTA
-    if parts > 1:
-        workspace = torch.empty(tiles * parts * bn * (hi + lo), dtype=torch.float32, device=a.device)
-        locks = _locks(a.device, 2 * tiles)
-    else:
-        workspace = locks = out  # unused when no tile is split
-    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, hi, bn, bk)
-    a_lo = frag32_descriptors(a, packed_f, scales, lo, bn, bk)[0]
-    warps = bn // 16
-    args = (a_hi, a_lo, p_desc, s_desc, out, workspace, locks, M, N, K, out.stride(0), out.stride(1))
-    meta = dict(GROUP=128, LO=lo, BK=bk, STAGES=config["STAGES"], WORDS=frag32_word_layout(bk, warps),
-                FRAGMENT=frag32_fragment, MAX_PARTS=parts, num_warps=warps,
-                maxnreg=launch_registers(warps, config["CTAS"]))
+    return Variant("twotile", dict(BM=config["HI"], LO=config["LO"], BN=config["BN"], BK=config["BK"],
+                                   SPLIT_K=0 if config["STREAM"] else 1, num_warps=config["BN"] // 16,
+                                   num_stages=config["STAGES"], CTAS=config["CTAS"]))
+
+
+def launch_args(config: dict, a, packed_f, scales, out):
+    """(grid, args, meta) of the family's launch for ``config`` on frag32 weights ``packed_f`` [K/32, 4N]
+    (``api._twotile_call``: a CTA per tile of HI + LO tokens and BN columns, or stream-K over CTAS x the
+    SMs with fp32 slots [BN, HI] and [BN, LO] for each part of each tile and their counters). The family's
+    space rules are not asked: the experiment timed BK=128 too."""
+    from tunesearch.variants.api import _twotile_call
+
+    _, grid, args, meta = _twotile_call(variant_of(config).params, a, packed_f, scales, out, 128)
     return grid, args, meta
 
 
 def two_tile_launch(config: dict):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
-    from tunesearch.variants.api import _sm_count
-
     def launch(a, packed, scales, out):
-        grid, args, meta = launch_args(config, a, packed, scales, out, _sm_count(a.device))
+        grid, args, meta = launch_args(config, a, packed, scales, out)
 
         def run():
             two_tile_kernel[grid](*args, **meta)
@@ -159,7 +143,7 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
     scales = torch.empty(K // 128, N, dtype=torch.float16)
     out = torch.empty(M, N, dtype=torch.float16)
-    _, args, meta = launch_args(config, a, packed, scales, out, sm_count=132)
+    _, args, meta = launch_args(config, a, packed, scales, out)
     consts = {name: meta[name] for name in two_tile_kernel.arg_names if name in meta}
     return gluon_checks.compile_tma_kernel(two_tile_kernel, args[:4], consts, meta["num_warps"], meta["maxnreg"])
 
@@ -189,15 +173,13 @@ def timed_at(config: dict, M: int) -> bool:
 def _warm_one(config: dict, M: int, K: int, N: int) -> str | None:
     """Compile ``config`` for the real call's arguments on the GPU (``tunesearch.compile``'s way: the binary
     lands in Triton's disk cache under the key the timed launch looks up); None or the error."""
-    from tunesearch.variants.api import _sm_count
-
     try:
         cuda = torch.device("cuda")
         a = torch.empty(M, K, dtype=torch.float16, device=cuda)
         packed = torch.empty(K // 32, 4 * N, dtype=torch.int32, device=cuda)
         scales = torch.empty(K // 128, N, dtype=torch.float16, device=cuda)
         out = torch.empty(M, N, dtype=torch.float16, device=cuda)
-        grid, args, meta = launch_args(config, a, packed, scales, out, _sm_count(cuda))
+        grid, args, meta = launch_args(config, a, packed, scales, out)
         two_tile_kernel.warmup(*args, grid=grid, **meta)
         return None
     except Exception as e:
