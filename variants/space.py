@@ -66,7 +66,7 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     "rsmma": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
               ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew"), ("CLUSTER", "cl")),
     # BM = HI tokens and LO more (two accumulators on one fragment), the rest as rsmma's; SPLIT_K 1 (a CTA
-    # a tile) or 0 (stream-K)
+    # a tile), 0 (stream-K) or a split count (space.twotile_grid)
     "twotile": (("BM", "bm"), ("LO", "lo"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
                 ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c")),
 }
@@ -513,14 +513,7 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         tiles = cdiv(N, bn)  # one token tile holds M
         if split_k > 1 and tiles >= limits.num_sms:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
-        if p["CTAS"] > 1:
-            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k
-            if ctas <= limits.num_sms:
-                return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
-            fit = rsmma_ctas_fit(bm + p["LO"], bn, p["BK"], p["num_stages"], limits)
-            if fit < p["CTAS"]:
-                return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
-        return None
+        return _ctas_pruned(p, K, tiles, bm + p["LO"], limits)
     if variant.family in ("dqmma", "rsmma"):
         lo, hi = DQMMA_M if variant.family == "dqmma" else RSMMA_M
         if not lo <= M <= hi:
@@ -539,14 +532,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         tiles = cdiv(M, bm) * cdiv(N, bn)
         if split_k > 1 and tiles >= 4 * limits.num_sms:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
-        if variant.family == "rsmma" and p["CTAS"] > 1:
-            # more CTAs an SM than run, or than fit: fewer registers, nothing in return
-            ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k  # stream-K: one a block at most
-            if ctas <= limits.num_sms:
-                return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
-            fit = rsmma_ctas_fit(bm, bn, p["BK"], p["num_stages"], limits)
-            if fit < p["CTAS"]:
-                return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
+        if variant.family == "rsmma":
+            return _ctas_pruned(p, K, tiles, bm, limits)
         return None
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
@@ -574,6 +561,21 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         return None
     if tiles >= 4 * limits.num_sms:
         return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
+    return None
+
+
+def _ctas_pruned(p, K: int, tiles: int, tokens: int, limits) -> str | None:
+    """Why rsmma's or twotile's CTAS > 1 (CTAs an SM) cannot pay over ``tiles`` tiles of ``tokens`` token
+    rows a ring slot: more CTAs an SM than run, or than fit, take registers for nothing in return."""
+    if p["CTAS"] == 1:
+        return None
+    split_k = p["SPLIT_K"]
+    ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k  # stream-K: one a block at most
+    if ctas <= limits.num_sms:
+        return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
+    fit = rsmma_ctas_fit(tokens, p["BN"], p["BK"], p["num_stages"], limits)
+    if fit < p["CTAS"]:
+        return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
     return None
 
 
