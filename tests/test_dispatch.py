@@ -394,3 +394,82 @@ def test_a_key_at_bucket_4s_smallest_m_stays_out_of_the_layout_check(tmp_path):
     table = build_table(store)
     assert table["gpus"][GPU]["shapes"]["256x72"]["layout"] == "base"
     assert uncompared_layouts(table) == []
+
+
+def _split_table(edge_m=17, edge_us=20.0, bucket_us=9.0):
+    """Buckets 1 (3 us), 16 (5 us), 17 (an edge key, 20 us) and 32 (9 us, ``edge_us`` at ``edge_m``) on 256x72:
+    M=17 costs 20 us whole, 5 + 3 as M=16 and M=1; M=18..32 at least min(edge_us, bucket_us) whole."""
+    def bucket(m, vid, us, edge=None):
+        return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
+                **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
+
+    buckets = [bucket(1, BUCKETS[1], 3.0), bucket(16, BUCKETS[16], 5.0), bucket(17, BUCKETS[64], 20.0),
+               bucket(32, BUCKETS[64], bucket_us, (edge_m, edge_us))]
+    return {"schema": SCHEMA, "gpus": {GPU: {"name": GPU, "capability": "0.0", "versions": {}, "shapes": {
+        "256x72": {"n": 72, "k": 256, "group_size": 64, "layout": "base", "buckets": buckets}}}}}
+
+
+def test_m_just_past_a_bucket_runs_as_two_launches_where_the_table_says_they_are_faster():
+    from tunesearch.dispatch import _ShapeTable
+
+    shape = lambda table: next(iter(table["gpus"][GPU]["shapes"].values()))  # noqa: E731
+    plain = _ShapeTable(shape(_split_table())["buckets"], 64, "t")
+    # M=17: its own bucket's 20 us against 5 + 3; M=18..32: 9 us at least against 5 + 5 (r <= 16), and
+    # 5 + 20 at r = 17 is not taken either; the buckets themselves and M past the largest: one launch
+    assert plain.split(17) == 16
+    assert [plain.split(m) for m in (1, 2, 16, 18, 24, 32, 33, 100)] == [None] * 8
+    # the bucket's pick slow at both ends (20 us): M=18..32 as 16 + the rest, the rest's bucket time counted
+    slow = _ShapeTable(shape(_split_table(bucket_us=30.0))["buckets"], 64, "t")
+    assert [slow.split(m) for m in (17, 18, 32)] == [16, 16, 16]
+    # 0.95 of the whole's time is the bar: 5 + 5 = 10 against 0.95 * 10.5 = 9.975 stays whole
+    assert _ShapeTable(shape(_split_table(edge_us=10.5, bucket_us=30))["buckets"], 64, "t").split(20) is None
+    # an edge that is not one past the bucket below says nothing about M=18..32
+    assert _ShapeTable(shape(_split_table(edge_m=20, bucket_us=30))["buckets"], 64, "t").split(24) is None
+
+
+def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):
+    from tunesearch.dispatch import Dispatcher
+
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter table's GPU name is not this GPU")
+    table = _split_table(bucket_us=30.0)
+    mm, whole = Dispatcher(table, group_size=64), Dispatcher(table, group_size=64, split=False)
+    device = torch.device("cpu")
+    assert [(rows, v.id) for rows, v in mm.plan(17, 72, 256, device)] == [(16, BUCKETS[16]), (1, BUCKETS[1])]
+    assert [(rows, v.id) for rows, v in mm.plan(24, 72, 256, device)] == [(16, BUCKETS[16]), (8, BUCKETS[16])]
+    assert [(rows, v.id) for rows, v in whole.plan(17, 72, 256, device)] == [(17, BUCKETS[64])]
+    assert [rows for rows, _ in mm.plan(16, 72, 256, device)] == [16]
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    for m in (17, 24):
+        a = torch.randn(m, 256).half()
+        out = mm(a, packed, scales)
+        ref = a.float() @ dequantize(packed, scales, 64).float()
+        assert out.shape == (m, 72) and (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
+        apart = torch.cat([mm(a[:16], packed, scales), mm(a[16:], packed, scales)])
+        assert torch.equal(out, apart)  # the same two kernels on the same rows, into one output
+        assert torch.equal(mm(a, packed, scales), out)  # the cached launcher: the same again
+
+
+def test_export_weighs_two_launches_at_a_buckets_smallest_m_where_the_runtime_would_take_them(tmp_path):
+    from tunesearch.export import build_table
+
+    def picks(bucket16_us):
+        store = Store(f"sqlite:///{tmp_path}/s{bucket16_us}.db")
+        store.upsert_gpu(dict(name=GPU, capability="0.0", sm_count=1, l2_bytes=0, memory_bytes=0,
+                              driver="none", torch_version="x", triton_version="3.6.0",
+                              datasheet_bandwidth=None), 1e9)
+        a, b = "gemm.bm64.bn64.bk64.g1.w4.s2", "gemm.bm16.bn64.bk64.g1.w4.s2"
+        add(store, 1, 72, 256, BUCKETS[1], 3.0)
+        add(store, 16, 72, 256, BUCKETS[16], bucket16_us)
+        for vid, at32, at17 in ((a, 9.0, 20.0), (b, 9.5, 10.0)):
+            add(store, 32, 72, 256, vid, at32)
+            add(store, 17, 72, 256, vid, at17)
+        buckets = build_table(store)["gpus"][GPU]["shapes"]["256x72"]["buckets"]
+        return {x["m_max"]: x["variant"]["id"] for x in buckets}, a, b
+
+    # M=16 and M=1 take 5 + 3 = 8 us, under 0.95 of either pick's 17..32 floor: A (the faster at 32) wins
+    chosen, a, b = picks(5.0)
+    assert chosen[32] == a
+    # 12 + 3 = 15 us: no split; A's 20 us at M=17 is 2x B's 10, so B, 1.06x at 32, holds the bucket
+    chosen, a, b = picks(12.0)
+    assert chosen[32] == b

@@ -10,7 +10,7 @@ from tunesearch.bench import relative_error
 from tunesearch.shapes import parse_shapes
 from tunesearch.variants import dequantize, quantize_pack
 
-MS = [1, 2, 3, 5, 8, 13, 16, 24, 33, 100, 200, 255, 1000, 4096]
+MS = [1, 2, 3, 5, 8, 13, 16, 24, 33, 100, 200, 255, 513, 1000, 1025, 4096]  # 513, 1025: two launches
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,20 @@ def test_dispatch_in_a_cuda_graph_and_torch_compile(mm):
     compiled = torch.compile(lambda x: mm.op(x, packed, scales), fullgraph=True)
     a = torch.randn(4, K, device="cuda").half()
     assert torch.equal(compiled(a), mm(a, packed, scales))
+
+
+@pytest.mark.gpu
+def test_m_just_past_a_bucket_runs_as_two_launches_with_the_bits_of_each(mm):
+    K, N, M = 4096, 22016, 1025  # the packaged table: M=1024 and M=1 (266 + 17 us against 310 whole)
+    parts = mm.plan(M, N, K, torch.device("cuda"))
+    if len(parts) != 2:
+        assert os.environ.get("TUNESEARCH_DISPATCH"), "the packaged table splits M=1025 on 4096x22016"
+        pytest.skip(f"this table runs M={M} on {K}x{N} as one launch")
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    w = dequantize(packed, scales, 128).float()
+    packed = mm.prepare(packed, scales)
+    a = torch.randn(M, K, device="cuda").half()
+    out = mm(a, packed, scales)
+    rows = parts[0][0]
+    assert torch.equal(out, torch.cat([mm(a[:rows], packed, scales), mm(a[rows:], packed, scales)]))
+    assert relative_error(out, a.float() @ w) < 2e-3

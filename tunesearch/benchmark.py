@@ -41,6 +41,12 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000, M: int = 1) -> dic
     return result
 
 
+def plan_label(parts) -> str:
+    """The variant a row ran, or each launch's rows and variant where M ran as two."""
+    ids = [v.id if v else "reference" for _, v in parts]
+    return ids[0] if len(parts) == 1 else " + ".join(f"{rows}: {i}" for (rows, _), i in zip(parts, ids))
+
+
 def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replays: int,
                 l2_bytes: int, bw: float, floor_us: float) -> dict:
     """One (shape, M) row: correctness of the dispatched kernel, its time, fp16 and the peers."""
@@ -49,10 +55,10 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
     # correctness of the dispatched kernel on this key, against dequantize-then-matmul
     chk = CheckInputs(M, N, K, group_size, "cuda", layout=layout)
     err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
-    variant = mm.resolve(M, N, K, chk.a.device, layout)
+    parts = mm.plan(M, N, K, chk.a.device, layout)  # one launch, or two where M is just past a bucket
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
     del ops, chk
-    row = dict(K=K, N=N, M=M, variant=variant.id if variant else "reference", layout=layout,
+    row = dict(K=K, N=N, M=M, variant=plan_label(parts), layout=layout,
                rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
                stream_floor_us=floor_us if M == 1 else None,
                roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,

@@ -28,7 +28,8 @@ from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, refer
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
 
-from .export import READABLE_SCHEMAS, SCHEMA, merge_tables
+from .export import READABLE_SCHEMAS, SCHEMA, SPLIT_GAIN, merge_tables
+from .shapes import edge_keys
 
 log = logging.getLogger("tunesearch")
 
@@ -54,28 +55,70 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full_below", "floor_us", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
-        pairs = []
+        rows = []
         for b in buckets:
             try:
                 variant = Variant.from_dict(b["variant"])
                 m_max = int(b["m_max"])
+                us = float(b["us"]) if b.get("us") is not None else None
+                edge = b.get("edge")
+                edge = (int(edge["m"]), float(edge["us"])) if edge is not None else None
             except (KeyError, TypeError, ValueError) as exc:
                 raise DispatchError(f"{where}: bad bucket {b!r}: {exc}") from None
-            pairs.append((m_max, variant))
-        if not pairs:
+            rows.append((m_max, variant, us, edge))
+        if not rows:
             raise DispatchError(f"{where}: no buckets")
-        pairs.sort(key=lambda p: p[0])
-        self.m_maxes = [m for m, _ in pairs]
-        self.variants = [v for _, v in pairs]
+        rows.sort(key=lambda r: r[0])
+        self.m_maxes = [r[0] for r in rows]
+        self.variants = [r[1] for r in rows]
+        self.us = [r[2] for r in rows]
         self.group_size = group_size
         self.layout = layout
+        # the largest bucket below each that is not an edge key (a bucket of one M, the next one's smallest)
+        edges = edge_keys(self.m_maxes)
+        full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
+        self.full_below = [max((j for j in full if j < i), default=None) for i in range(len(rows))]
+        # the least each bucket's pick is taken to cost anywhere in its bucket: the lesser of its times at the
+        # bucket's smallest and largest M (a token tile costs a step function of M, so M in between costs
+        # one of those steps; below the tile's own rows the smallest M can be the slower), known for an
+        # edge key (one M) and for a bucket whose "edge" is one past the full bucket below; else None
+        self.floor_us = []
+        for i, (m, _, us, edge) in enumerate(rows):
+            j = self.full_below[i]
+            if m in edges:
+                self.floor_us.append(us)
+            elif edge is not None and j is not None and edge[0] == self.m_maxes[j] + 1 and us is not None:
+                self.floor_us.append(min(edge[1], us))
+            else:
+                self.floor_us.append(None)
+
+    def index(self, m: int) -> int:
+        return min(bisect.bisect_left(self.m_maxes, m), len(self.m_maxes) - 1)
 
     def pick(self, m: int) -> Variant:
-        i = bisect.bisect_left(self.m_maxes, m)
-        return self.variants[min(i, len(self.variants) - 1)]
+        return self.variants[self.index(m)]
+
+    def split(self, m: int) -> int | None:
+        """Rows of M to run with the pick of the largest full bucket below M (the rest with the pick of the
+        rest's bucket) where the table's times say that is faster than M's own pick; None to run M whole.
+
+        A token tile is paid in full however few of its rows M fills, so one M past a bucket can cost a
+        whole tile row more (4096x22016: 266 us at M=1024, 310 at 1025, where cuBLAS takes 262). Two launches,
+        M=1024 and M=1, take 266 + 17. Predicted from the table only, on the safe side: the rest at its
+        bucket's time (its largest M), against the least M's pick is taken to cost in its bucket
+        (``floor_us``), less ``SPLIT_GAIN``; the export weighs the same rule when it picks for a bucket."""
+        i = self.index(m)
+        floor, j = self.floor_us[i], self.full_below[i]
+        if floor is None or j is None or m > self.m_maxes[i]:
+            return None
+        rows = self.m_maxes[j]
+        rest = self.us[self.index(m - rows)]
+        if self.us[j] is None or rest is None:
+            return None
+        return rows if self.us[j] + rest < SPLIT_GAIN * floor else None
 
 
 class _GPUTable:
@@ -105,8 +148,9 @@ def _capability_distance(a: str, b: str) -> float:
 class Dispatcher:
     """A callable ``mm(a, packed, scales)`` backed by a dispatch table."""
 
-    def __init__(self, table: dict, *, group_size: int = 128, strict: bool = False, source: str = "?"):
-        self.group_size, self.strict, self.source = group_size, strict, source
+    def __init__(self, table: dict, *, group_size: int = 128, strict: bool = False, split: bool = True,
+                 source: str = "?"):
+        self.group_size, self.strict, self.split, self.source = group_size, strict, split, source
         self.gpus = {name: _GPUTable(entry, f"{source} gpu {name}") for name, entry in table["gpus"].items()}
         for gpu in self.gpus.values():
             for (n, k), shape in gpu.shapes.items():
@@ -209,6 +253,24 @@ class Dispatcher:
             return seeds[0]
         return self._fallback(("shape", M, N, K), f"no kernel variant can run M={M} N={N} K={K}")
 
+    def plan(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> list[tuple]:
+        """What a call of (M, N, K) launches: [(rows, variant)], A's rows in order, one entry unless the
+        table says two launches are faster (``_ShapeTable.split``: M just past a bucket); a variant None
+        means dequantize-then-matmul."""
+        if layout is None:
+            layout = self.layout_for(N, K, device)
+        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        shape = table.shapes.get((N, K)) if table is not None and (device.type == "cuda" or interpreting()) else None
+        rows = shape.split(M) if self.split and shape is not None and shape.layout == layout else None
+        if rows is not None:
+            parts = [(rows, self.resolve(rows, N, K, device, layout)),
+                     (M - rows, self.resolve(M - rows, N, K, device, layout))]
+            if all(v is not None and v == shape.pick(m) for m, v in parts):  # both the table's own picks
+                self._once(("split", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d runs as M=%d (%s) and "
+                           "M=%d (%s)", N, K, M, rows, parts[0][1].id, M - rows, parts[1][1].id)
+                return parts
+        return [(M, self.resolve(M, N, K, device, layout))]
+
     def _fallback(self, key, why: str):
         if self.strict:
             raise DispatchError(f"tunesearch cannot dispatch: {why}")
@@ -231,13 +293,26 @@ class Dispatcher:
         return launcher(a, packed, scales, torch.empty((M, N), dtype=torch.float16, device=a.device))
 
     def _entry(self, a, packed, scales):
-        """First call of a key: validate fully, resolve the variant, build its launcher."""
+        """First call of a key: validate fully, plan the launches, build their launchers."""
         M, N, K = check_inputs(a, packed, scales, self.group_size)
-        variant = self.resolve(M, N, K, a.device, layout_of(packed, scales))
-        if variant is None:
-            return None, M, N
+        parts = self.plan(M, N, K, a.device, layout_of(packed, scales))
+        if len(parts) == 1:
+            variant = parts[0][1]
+            if variant is None:
+                return None, M, N
+            out = torch.empty((M, N), dtype=torch.float16, device=a.device)
+            return make_launcher(variant, a, packed, scales, out, self.group_size), M, N
+        (rows, first), (_, second) = parts
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
-        return make_launcher(variant, a, packed, scales, out, self.group_size), M, N
+        head = make_launcher(first, a[:rows], packed, scales, out[:rows], self.group_size)
+        tail = make_launcher(second, a[rows:], packed, scales, out[rows:], self.group_size)
+
+        def launcher(a, packed, scales, out):  # the two launches write their own rows of one output
+            head(a[:rows], packed, scales, out[:rows])
+            tail(a[rows:], packed, scales, out[rows:])
+            return out
+
+        return launcher, M, N
 
     def warmup(self, shapes, max_m: int = 4096) -> int:
         """Compile every variant the table can pick for ``shapes`` [(K, N), ...] and M <= max_m,
@@ -294,11 +369,12 @@ def packaged_tables() -> dict:
 
 
 def load_dispatch(path: str | os.PathLike | None = None, *, group_size: int = 128,
-                  strict: bool = False) -> Dispatcher:
-    """Load a dispatch table (None: the tables packaged with tunesearch)."""
+                  strict: bool = False, split: bool = True) -> Dispatcher:
+    """Load a dispatch table (None: the tables packaged with tunesearch). ``split=False``: every M in one
+    launch, never two where the table says two are faster (``Dispatcher.plan``)."""
     table = packaged_tables() if path is None else read_table(path)
     source = "packaged tables" if path is None else str(path)
-    mm = Dispatcher(table, group_size=group_size, strict=strict, source=source)
+    mm = Dispatcher(table, group_size=group_size, strict=strict, split=split, source=source)
     _register_op()
     name = f"{source}#{len(_registry)}"
     _registry[name] = mm

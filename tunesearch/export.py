@@ -73,21 +73,28 @@ def _fastest_by_variant(store: Store, key, code_of) -> dict:
     return out
 
 
+# The runtime runs M as two launches, the full bucket below M and the rest (dispatch._ShapeTable.split),
+# only where the table predicts them this much faster than M's pick at its bucket's smallest M: the
+# second launch's ramp and the timings' run-to-run spread (2-5% on the H200, NOTES.md row 89) come off it
+SPLIT_GAIN = 0.95
+
+
 def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict]:
     """``best`` (the fastest trial per key) with each bucket whose smallest M the store also times
     (``bucket_edge``) picked for the whole bucket: of the variants timed at both M, the one whose worse
     slowdown against the fastest at either is least (ties: the faster at the bucket's M). A bucket's pick
     serves every M down to the bucket below; timed at the largest only, it can be the fastest there and
     far slower at the smallest, where its token tile's rows past M cost time (NOTES.md row 85: M=64's pick
-    on 4096x11008 took 17.3 us at M=64, 28.1 at 33). Returns the trials and, per key given a choice,
-    (edge M, the pick's time there)."""
+    on 4096x11008 took 17.3 us at M=64, 28.1 at 33). Where the runtime would run the smallest M as two
+    launches instead (the bucket below's pick and the first bucket's: ``SPLIT_GAIN``), that sum is the
+    time there to weigh. Returns the trials and, per key given a choice, (edge M, the pick's time there)."""
     by_shape: dict[tuple, dict[int, object]] = {}
     for t in best:
         by_shape.setdefault((t.gpu_name, t.n, t.k, t.group_size, t.layout), {})[t.m] = t
     edges = {}
     for (gpu, n, k, group_size, layout), by_m in by_shape.items():
         ms = sorted(by_m)
-        for i, m in enumerate(ms):
+        for i, m in enumerate(ms):  # ascending: the bucket below and the first are picked before
             edge = bucket_edge(ms, i)
             if edge is None:
                 continue
@@ -96,8 +103,16 @@ def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict
             both = [vid for vid in at_m if vid in at_edge]
             if not both:
                 continue
-            fastest_m, fastest_edge = by_m[m].us, by_m[edge].us
-            pick = min(both, key=lambda vid: (max(at_m[vid].us / fastest_m, at_edge[vid].us / fastest_edge),
+            below = by_m.get(edge - 1)
+            split = below.us + by_m[ms[0]].us if below is not None else None
+
+            def at_smallest(edge_us, m_us):  # M just past the bucket below, with a pick taking these at both
+                return split if split is not None and split < SPLIT_GAIN * min(edge_us, m_us) else edge_us
+
+            fastest_m = by_m[m].us
+            fastest_edge = at_smallest(by_m[edge].us, by_m[edge].us)
+            pick = min(both, key=lambda vid: (max(at_m[vid].us / fastest_m,
+                                                  at_smallest(at_edge[vid].us, at_m[vid].us) / fastest_edge),
                                               at_m[vid].us, vid))
             by_m[m] = at_m[pick]
             edges[(gpu, n, k, group_size, layout, m)] = (edge, at_edge[pick].us)
