@@ -30,7 +30,7 @@ from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, refer
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
 
-from .export import READABLE_SCHEMAS, SCHEMA, SPLIT_GAIN, merge_tables
+from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
 
 log = logging.getLogger("tunesearch")
@@ -57,7 +57,7 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full_below", "floor_us", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full_below", "ends_us", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         rows = []
@@ -83,19 +83,17 @@ class _ShapeTable:
         edges = edge_keys(self.m_maxes)
         full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
         self.full_below = [max((j for j in full if j < i), default=None) for i in range(len(rows))]
-        # the least each bucket's pick is taken to cost anywhere in its bucket: the lesser of its times at the
-        # bucket's smallest and largest M (a token tile costs a step function of M, so M in between costs
-        # one of those steps; below the tile's own rows the smallest M can be the slower), known for an
-        # edge key (one M) and for a bucket whose "edge" is one past the full bucket below; else None
-        self.floor_us = []
+        # each bucket's pick's times at the bucket's smallest and largest M, where both are known: an edge
+        # key (one M) and a bucket whose "edge" is one past the full bucket below; else None
+        self.ends_us = []
         for i, (m, _, us, edge) in enumerate(rows):
             j = self.full_below[i]
             if m in edges:
-                self.floor_us.append(us)
+                self.ends_us.append((us, us))
             elif edge is not None and j is not None and edge[0] == self.m_maxes[j] + 1 and us is not None:
-                self.floor_us.append(min(edge[1], us))
+                self.ends_us.append((edge[1], us))
             else:
-                self.floor_us.append(None)
+                self.ends_us.append(None)
 
     def index(self, m: int) -> int:
         return min(bisect.bisect_left(self.m_maxes, m), len(self.m_maxes) - 1)
@@ -110,17 +108,17 @@ class _ShapeTable:
         A token tile is paid in full however few of its rows M fills, so one M past a bucket can cost a
         whole tile row more (4096x22016: 266 us at M=1024, 310 at 1025, where cuBLAS takes 262). Two launches,
         M=1024 and M=1, take 266 + 17. Predicted from the table only, on the safe side: the rest at its
-        bucket's time (its largest M), against the least M's pick is taken to cost in its bucket
-        (``floor_us``), less ``SPLIT_GAIN``; the export weighs the same rule when it picks for a bucket."""
+        bucket's time (its largest M), against M's pick at its bucket's two ends (``export.two_launches_win``,
+        the rule the export weighs when it picks for a bucket)."""
         i = self.index(m)
-        floor, j = self.floor_us[i], self.full_below[i]
-        if floor is None or j is None or m > self.m_maxes[i]:
+        ends, j = self.ends_us[i], self.full_below[i]
+        if ends is None or j is None or m > self.m_maxes[i]:
             return None
         rows = self.m_maxes[j]
         rest = self.us[self.index(m - rows)]
         if self.us[j] is None or rest is None:
             return None
-        return rows if self.us[j] + rest < SPLIT_GAIN * floor else None
+        return rows if two_launches_win(self.us[j] + rest, *ends) else None
 
 
 class _GPUTable:
@@ -196,9 +194,14 @@ class Dispatcher:
         self._by_device[index] = table
         return table
 
+    def _table_of(self, device: torch.device) -> _GPUTable | None:
+        """The table for ``device``: its GPU's on CUDA; for CPU tensors (kernels run there only under the
+        interpreter) the first table's."""
+        return self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+
     def layout_for(self, N: int, K: int, device: torch.device) -> str:
         """The layout the table keeps (N, K)'s weights in on ``device`` (base for a shape it does not hold)."""
-        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        table = self._table_of(device)
         shape = table.shapes.get((N, K)) if table is not None else None
         return shape.layout if shape is not None else "base"
 
@@ -223,7 +226,7 @@ class Dispatcher:
             layout = self.layout_for(N, K, device)
         if device.type != "cuda" and not interpreting():
             return self._fallback(("cpu", N, K), f"{device} tensors")
-        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        table = self._table_of(device)
         if table is None:
             return self._fallback(("gpu", device), "no table for this GPU")
         limits = DeviceLimits.of(device)  # a table's pick may need what this device lacks (Gluon, memory)
@@ -261,7 +264,7 @@ class Dispatcher:
         means dequantize-then-matmul."""
         if layout is None:
             layout = self.layout_for(N, K, device)
-        table = self.table_for(device) if device.type == "cuda" else next(iter(self.gpus.values()), None)
+        table = self._table_of(device)
         shape = table.shapes.get((N, K)) if table is not None and (device.type == "cuda" or interpreting()) else None
         rows = shape.split(M) if self.split and shape is not None and shape.layout == layout else None
         if rows is not None:
@@ -298,14 +301,12 @@ class Dispatcher:
         """First call of a key: validate fully, plan the launches, build their launchers."""
         M, N, K = check_inputs(a, packed, scales, self.group_size)
         parts = self.plan(M, N, K, a.device, layout_of(packed, scales))
-        if len(parts) == 1:
-            variant = parts[0][1]
-            if variant is None:
-                return None, M, N
-            out = torch.empty((M, N), dtype=torch.float16, device=a.device)
-            return make_launcher(variant, a, packed, scales, out, self.group_size), M, N
-        (rows, first), (_, second) = parts
+        if parts[0][1] is None:
+            return None, M, N
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
+        if len(parts) == 1:
+            return make_launcher(parts[0][1], a, packed, scales, out, self.group_size), M, N
+        (rows, first), (_, second) = parts
         head = make_launcher(first, a[:rows], packed, scales, out[:rows], self.group_size)
         tail = make_launcher(second, a[rows:], packed, scales, out[rows:], self.group_size)
 

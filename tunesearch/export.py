@@ -74,9 +74,17 @@ def _fastest_by_variant(store: Store, key, code_of) -> dict:
 
 
 # The runtime runs M as two launches, the full bucket below M and the rest (dispatch._ShapeTable.split),
-# only where the table predicts them this much faster than M's pick at its bucket's smallest M: the
-# second launch's ramp and the timings' run-to-run spread (2-5% on the H200, NOTES.md row 89) come off it
+# only where the table predicts them this much faster than M's own pick: the second launch's ramp and
+# the timings' run-to-run spread (2-5% on the H200, NOTES.md row 89) come off it
 SPLIT_GAIN = 0.95
+
+
+def two_launches_win(two_us: float, smallest_us: float, largest_us: float) -> bool:
+    """Whether two launches taking ``two_us`` in all beat, by ``SPLIT_GAIN``, a bucket's pick that takes
+    ``smallest_us`` and ``largest_us`` at the bucket's two ends. The lesser of those is the least the pick
+    is taken to cost anywhere in the bucket: a token tile costs a step function of M, so M in between costs
+    one of those steps (below the tile's own rows the smallest M can be the slower)."""
+    return two_us < SPLIT_GAIN * min(smallest_us, largest_us)
 
 
 def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict]:
@@ -86,7 +94,7 @@ def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict
     serves every M down to the bucket below; timed at the largest only, it can be the fastest there and
     far slower at the smallest, where its token tile's rows past M cost time (NOTES.md row 85: M=64's pick
     on 4096x11008 took 17.3 us at M=64, 28.1 at 33). Where the runtime would run the smallest M as two
-    launches instead (the bucket below's pick and the first bucket's: ``SPLIT_GAIN``), that sum is the
+    launches instead (the bucket below's pick and the first bucket's: ``two_launches_win``), that sum is the
     time there to weigh. Returns the trials and, per key given a choice, (edge M, the pick's time there)."""
     by_shape: dict[tuple, dict[int, object]] = {}
     for t in best:
@@ -107,7 +115,7 @@ def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict
             split = below.us + by_m[ms[0]].us if below is not None else None
 
             def at_smallest(edge_us, m_us):  # M just past the bucket below, with a pick taking these at both
-                return split if split is not None and split < SPLIT_GAIN * min(edge_us, m_us) else edge_us
+                return split if split is not None and two_launches_win(split, edge_us, m_us) else edge_us
 
             fastest_m = by_m[m].us
             fastest_edge = at_smallest(by_m[edge].us, by_m[edge].us)
