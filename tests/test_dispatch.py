@@ -218,7 +218,7 @@ def test_a_layout_left_out_of_the_comparison_is_named():
     table["gpus"]["H"]["shapes"]["4096x22016"]["other_layouts"]["frag32"].update({"48": 31.7, "64": 26.4})
     assert uncompared_layouts(table) == []
     packaged = json.loads((Path(__file__).resolve().parents[1] / "tunesearch/tables/h200.json").read_text())
-    assert uncompared_layouts(packaged) == []  # every shape's layouts were compared at all 21 buckets
+    assert uncompared_layouts(packaged) == []  # every shape's layouts were compared at all 30 buckets
 
 
 def test_a_shape_keeps_the_layout_with_the_lowest_geometric_mean_over_every_m():
@@ -425,6 +425,23 @@ def test_m_just_past_a_bucket_runs_as_two_launches_where_the_table_says_they_are
     assert _ShapeTable(shape(_split_table(edge_us=10.5, bucket_us=30))["buckets"], 64, "t").split(20) is None
     # an edge that is not one past the bucket below says nothing about M=18..32
     assert _ShapeTable(shape(_split_table(edge_m=20, bucket_us=30))["buckets"], 64, "t").split(24) is None
+
+
+def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastest():
+    from tunesearch.dispatch import _ShapeTable
+
+    def bucket(m, vid, us, edge=None):
+        return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
+                **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
+
+    # bucket 24's pick is as slow as 32's (tiles that fit 24 rows no better than 32), so M=28 runs as
+    # 16 + 12 (5 + 5 us), not as 24 + 4 (30 + 5) nor 1 + 27 (3 + 30), against 30 us whole
+    shape = _ShapeTable([bucket(1, BUCKETS[1], 3.0), bucket(16, BUCKETS[16], 5.0),
+                         bucket(24, BUCKETS[64], 30.0), bucket(25, BUCKETS[64], 30.0),
+                         bucket(32, BUCKETS[64], 30.0, (25, 30.0))], 64, "t")
+    assert shape.split(28) == 16 and shape.split(32) == 16
+    # M=20, in bucket 24 (no edge stored): no split
+    assert shape.split(20) is None
 
 
 def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):

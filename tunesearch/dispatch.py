@@ -57,7 +57,7 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full_below", "ends_us", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full_below", "full_buckets_below", "ends_us", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         rows = []
@@ -82,7 +82,8 @@ class _ShapeTable:
         # the largest bucket below each that is not an edge key (a bucket of one M, the next one's smallest)
         edges = edge_keys(self.m_maxes)
         full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
-        self.full_below = [max((j for j in full if j < i), default=None) for i in range(len(rows))]
+        self.full_buckets_below = [[j for j in full if j < i] for i in range(len(rows))]
+        self.full_below = [max(below, default=None) for below in self.full_buckets_below]
         # each bucket's pick's times at the bucket's smallest and largest M, where both are known: an edge
         # key (one M) and a bucket whose "edge" is one past the full bucket below; else None
         self.ends_us = []
@@ -102,23 +103,28 @@ class _ShapeTable:
         return self.variants[self.index(m)]
 
     def split(self, m: int) -> int | None:
-        """Rows of M to run with the pick of the largest full bucket below M (the rest with the pick of the
-        rest's bucket) where the table's times say that is faster than M's own pick; None to run M whole.
+        """Rows of M to run with the pick of a full bucket below M (the rest with the pick of the rest's
+        bucket) where the table's times say that is faster than M's own pick; None to run M whole.
 
         A token tile is paid in full however few of its rows M fills, so one M past a bucket can cost a
         whole tile row more (4096x22016: 266 us at M=1024, 310 at 1025, where cuBLAS takes 262). Two launches,
-        M=1024 and M=1, take 266 + 17. Predicted from the table only, on the safe side: the rest at its
-        bucket's time (its largest M), against M's pick at its bucket's two ends (``export.two_launches_win``,
-        the rule the export weighs when it picks for a bucket)."""
+        M=1024 and M=1, take 266 + 17. Every full bucket below is a candidate, not only the largest: a
+        bucket whose tiles fit its M no better than a larger one's (4096x22016 M=896: 267 us, as M=1024's
+        256-token tiles) leaves M past it faster as the bucket below that and the rest (768 + 132: 235).
+        Predicted from the table only, on the safe side: the rest at its bucket's time (its largest M),
+        against M's pick at its bucket's two ends (``export.two_launches_win``, the rule the export weighs
+        when it picks for a bucket)."""
         i = self.index(m)
-        ends, j = self.ends_us[i], self.full_below[i]
-        if ends is None or j is None or m > self.m_maxes[i]:
+        ends = self.ends_us[i]
+        if ends is None or m > self.m_maxes[i]:
             return None
-        rows = self.m_maxes[j]
-        rest = self.us[self.index(m - rows)]
-        if self.us[j] is None or rest is None:
-            return None
-        return rows if two_launches_win(self.us[j] + rest, *ends) else None
+        best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
+        for j in reversed(self.full_buckets_below[i]):
+            rows = self.m_maxes[j]
+            rest = self.us[self.index(m - rows)]
+            if self.us[j] is not None and rest is not None and (best is None or self.us[j] + rest < best[0]):
+                best = (self.us[j] + rest, rows)
+        return best[1] if best is not None and two_launches_win(best[0], *ends) else None
 
 
 class _GPUTable:
