@@ -11,7 +11,7 @@ def test_llama_7b_preset_is_the_five_projections():
 
 def test_explicit_shapes_and_ms():
     assert parse_shapes("4096x11008, 11008X4096") == [(4096, 11008), (11008, 4096)]
-    assert parse_ms(None) == list(DEFAULT_M_BUCKETS) and len(DEFAULT_M_BUCKETS) == 21
+    assert parse_ms(None) == list(DEFAULT_M_BUCKETS) and len(DEFAULT_M_BUCKETS) == 30
     assert parse_ms("16,1,4") == [1, 4, 16]
 
 

@@ -284,14 +284,16 @@ def test_edges_sweep_each_buckets_smallest_m_with_few_trials():
     from tunesearch.sweep import EDGE_TRIALS
 
     default = SweepSettings(shapes=[(256, 72)], ms=list(DEFAULT_M_BUCKETS), edges=True)
-    assert default.edge_ms == [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 145, 161, 193, 257, 385, 513, 769, 1025, 2049]
+    assert default.edge_ms == [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 145, 161, 193, 257, 321, 385, 449, 513, 641,
+                               769, 897, 1025, 1281, 1537, 1793, 2049, 2561, 3073]
     assert default.key_trials(3) == EDGE_TRIALS < default.trials == default.key_trials(4)
     assert SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5], edges=True).edge_ms == [4]  # 2 is a bucket's M
     assert SweepSettings(shapes=[(256, 72)], ms=[2, 8]).edge_ms == []  # edges=False: the library's default
 
 
 @pytest.mark.parametrize("args, edge_ms", [
-    ([], [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 145, 161, 193, 257, 385, 513, 769, 1025, 2049]),  # the default buckets
+    ([], [3, 5, 9, 17, 25, 33, 49, 65, 97, 129, 145, 161, 193, 257, 321, 385, 449, 513, 641, 769, 897, 1025,
+          1281, 1537, 1793, 2049, 2561, 3073]),  # the default buckets
     (["--no-edges"], []),
     (["--m", "2,8"], []),  # a list of M: as given (scripts sweep edges of their own)
     (["--m", "2,8", "--edges"], [3]),

@@ -121,7 +121,7 @@ def sweep(
     gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
     shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b) or KxN,KxN"),
     m: Optional[str] = typer.Option(None, "--m", help=(
-        "M buckets, e.g. 1,4,16 (default: 1..4096, 21 buckets), or 'edges': each default bucket's smallest M "
+        "M buckets, e.g. 1,4,16 (default: 1..4096, 30 buckets), or 'edges': each default bucket's smallest M "
         "alone (--edges sweeps them after the buckets)")),
     edges: Optional[bool] = typer.Option(None, "--edges/--no-edges", help=(
         "after the buckets, each bucket's smallest M too (the bucket below + 1), with a few trials, so that the "

@@ -1,9 +1,12 @@
 """Shape presets (K, N) per model, M buckets, and the parsing of --shapes / --m."""
 from __future__ import annotations
 
-DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, 192, 256, 384, 512, 768, 1024, 2048, 4096)
+DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, 192, 256, 320, 384, 448, 512, 640, 768,
+                     896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096)
 # 144 and 160 since the twotile family (NOTES.md row 92): its 128 + 16 and 128 + 32 token tiles serve
-# M=129..144 and 145..160 at 29.3-30.7 us on 4096x12288, where bucket 192's 128 + 64 takes 33.9 at any M
+# M=129..144 and 145..160 at 29.3-30.7 us on 4096x12288, where bucket 192's 128 + 64 takes 33.9 at any M.
+# 320..3072 since NOTES.md row 95: a bucket's token tiles leave up to a whole tile row idle at M just past
+# the bucket below (4096x12288 M=1300 ran bucket 2048's pick at 221 us, 0.79x fp16; bucket 1280's, 192 us)
 
 
 def _llama(hidden: int, inter: int, kv: int) -> list[tuple[int, int]]:
