@@ -442,6 +442,9 @@ def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastes
     assert shape.split(28) == 16 and shape.split(32) == 16
     # M=20, in bucket 24 (no edge stored): no split
     assert shape.split(20) is None
+    # the table's time for a plan: each launch's bucket time, summed
+    assert (shape.table_us(28, 16), shape.table_us(28, 24), shape.table_us(20)) == (10.0, 35.0, 30.0)
+    assert shape.table_us(500) == 30.0  # past the largest bucket: its time there, the least M can take
 
 
 def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):
@@ -456,6 +459,9 @@ def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_de
     assert [(rows, v.id) for rows, v in mm.plan(24, 72, 256, device)] == [(16, BUCKETS[16]), (8, BUCKETS[16])]
     assert [(rows, v.id) for rows, v in whole.plan(17, 72, 256, device)] == [(17, BUCKETS[64])]
     assert [rows for rows, _ in mm.plan(16, 72, 256, device)] == [16]
+    # what the bench shows beside the measured time: 5 + 3 (M=17 as 16 + 1), 5 + 5, and 20 (bucket 17 whole)
+    assert (mm.table_us(17, 72, 256, device), mm.table_us(24, 72, 256, device)) == (8.0, 10.0)
+    assert whole.table_us(17, 72, 256, device) == 20.0 and mm.table_us(17, 40, 256, device) is None  # untuned
     packed, scales = quantize_pack(torch.randn(256, 72), 64)
     for m in (17, 24):
         a = torch.randn(m, 256).half()

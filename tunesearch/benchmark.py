@@ -60,6 +60,7 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
     del ops, chk
     row = dict(K=K, N=N, M=M, variant=plan_label(parts), layout=layout,
                rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
+               table_us=mm.table_us(M, N, K, torch.device("cuda"), layout),
                stream_floor_us=floor_us if M == 1 else None,
                roofline_us=kernel_bytes(M, N, K, group_size) / bw * 1e6,
                fp16_us=time_fp16(M, N, K, l2_bytes, replays).us)
@@ -108,13 +109,15 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
 def markdown_table(result: dict) -> str:
     peers = [p for p in PEERS if any(p in r for r in result["rows"])]
     names = {"tinygemm_us": "tinygemm µs", "naive_triton_us": "naive Triton µs", "gemlite_us": "gemlite µs"}
-    lines = ["| K×N | M | tunesearch µs | variant | % copy BW | floor µs | fp16 µs | "
+    # "table µs": what the dispatch table holds for the launches that ran (Dispatcher.table_us)
+    lines = ["| K×N | M | tunesearch µs | table µs | variant | % copy BW | floor µs | fp16 µs | "
              + "".join(f"{names[p]} | " for p in peers) + "×fp16 | ×best peer |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(peers) + "---|---|"]
+             "|---|---|---|---|---|---|---|---|" + "---|" * len(peers) + "---|---|"]
     for r in result["rows"]:
         floor = f"{r['stream_floor_us']:.1f}" if r.get("stream_floor_us") else ""
+        table = f"{r['table_us']:.1f}" if r.get("table_us") is not None else ""
         times = "".join((f"{r[p]:.1f} | " if p in r else "- | ") for p in peers)
-        lines.append(f"| {r['K']}×{r['N']} | {r['M']} | {r['tunesearch_us']:.1f} | `{r['variant']}` | "
+        lines.append(f"| {r['K']}×{r['N']} | {r['M']} | {r['tunesearch_us']:.1f} | {table} | `{r['variant']}` | "
                      f"{100 * r['copy_bw_frac']:.0f}% | {floor} | {r['fp16_us']:.1f} | {times}"
                      f"{r['speedup_fp16']:.2f} | {r['speedup_best_peer']:.2f} |")
     return "\n".join(lines)

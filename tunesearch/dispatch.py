@@ -120,11 +120,17 @@ class _ShapeTable:
             return None
         best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
         for j in reversed(self.full_buckets_below[i]):
-            rows = self.m_maxes[j]
-            rest = self.us[self.index(m - rows)]
-            if self.us[j] is not None and rest is not None and (best is None or self.us[j] + rest < best[0]):
-                best = (self.us[j] + rest, rows)
+            two = self.table_us(m, self.m_maxes[j])
+            if two is not None and (best is None or two < best[0]):
+                best = (two, self.m_maxes[j])
         return best[1] if best is not None and two_launches_win(best[0], *ends) else None
+
+
+    def table_us(self, m: int, rows: int | None = None) -> float | None:
+        """The table's time for M, run whole or (``rows``) as ``rows`` and the rest: each launch's bucket
+        time (at the bucket's largest M), summed; None where a bucket has none."""
+        times = [self.us[self.index(r)] for r in ([m] if rows is None else [rows, m - rows])]
+        return None if None in times else sum(times)
 
 
 class _GPUTable:
@@ -270,8 +276,7 @@ class Dispatcher:
         means dequantize-then-matmul."""
         if layout is None:
             layout = self.layout_for(N, K, device)
-        table = self._table_of(device)
-        shape = table.shapes.get((N, K)) if table is not None and (device.type == "cuda" or interpreting()) else None
+        shape = self._shape_table(N, K, device)
         rows = shape.split(M) if self.split and shape is not None and shape.layout == layout else None
         if rows is not None:
             parts = [(rows, self.resolve(rows, N, K, device, layout)),
@@ -281,6 +286,21 @@ class Dispatcher:
                            "M=%d (%s)", N, K, M, rows, parts[0][1].id, M - rows, parts[1][1].id)
                 return parts
         return [(M, self.resolve(M, N, K, device, layout))]
+
+    def _shape_table(self, N: int, K: int, device: torch.device) -> _ShapeTable | None:
+        table = self._table_of(device)
+        return table.shapes.get((N, K)) if table is not None and (device.type == "cuda" or interpreting()) else None
+
+    def table_us(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> float | None:
+        """What the table says a call of (M, N, K) takes as ``plan`` runs it (``_ShapeTable.table_us``);
+        None where a launch is not the table's own pick (an untuned shape, a fallback). The bench shows
+        it beside the measured time: a table that no longer matches the GPU, or a split rule whose
+        prediction misses, shows there."""
+        parts = self.plan(M, N, K, device, layout)
+        shape = self._shape_table(N, K, device)
+        if shape is None or any(v is None or v != shape.pick(rows) for rows, v in parts):
+            return None
+        return shape.table_us(M, parts[0][0] if len(parts) == 2 else None)
 
     def _fallback(self, key, why: str):
         if self.strict:
