@@ -396,15 +396,17 @@ def test_a_key_at_bucket_4s_smallest_m_stays_out_of_the_layout_check(tmp_path):
     assert uncompared_layouts(table) == []
 
 
+def _bucket(m, vid, us, edge=None):
+    """A table bucket: its largest M, pick, time there, and (edge) the pick's time at its smallest M."""
+    return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
+            **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
+
+
 def _split_table(edge_m=17, edge_us=20.0, bucket_us=9.0):
     """Buckets 1 (3 us), 16 (5 us), 17 (an edge key, 20 us) and 32 (9 us, ``edge_us`` at ``edge_m``) on 256x72:
     M=17 costs 20 us whole, 5 + 3 as M=16 and M=1; M=18..32 at least min(edge_us, bucket_us) whole."""
-    def bucket(m, vid, us, edge=None):
-        return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
-                **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
-
-    buckets = [bucket(1, BUCKETS[1], 3.0), bucket(16, BUCKETS[16], 5.0), bucket(17, BUCKETS[64], 20.0),
-               bucket(32, BUCKETS[64], bucket_us, (edge_m, edge_us))]
+    buckets = [_bucket(1, BUCKETS[1], 3.0), _bucket(16, BUCKETS[16], 5.0), _bucket(17, BUCKETS[64], 20.0),
+               _bucket(32, BUCKETS[64], bucket_us, (edge_m, edge_us))]
     return {"schema": SCHEMA, "gpus": {GPU: {"name": GPU, "capability": "0.0", "versions": {}, "shapes": {
         "256x72": {"n": 72, "k": 256, "group_size": 64, "layout": "base", "buckets": buckets}}}}}
 
@@ -430,15 +432,11 @@ def test_m_just_past_a_bucket_runs_as_two_launches_where_the_table_says_they_are
 def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastest():
     from tunesearch.dispatch import _ShapeTable
 
-    def bucket(m, vid, us, edge=None):
-        return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
-                **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
-
     # bucket 24's pick is as slow as 32's (tiles that fit 24 rows no better than 32), so M=28 runs as
     # 16 + 12 (5 + 5 us), not as 24 + 4 (30 + 5) nor 1 + 27 (3 + 30), against 30 us whole
-    shape = _ShapeTable([bucket(1, BUCKETS[1], 3.0), bucket(16, BUCKETS[16], 5.0),
-                         bucket(24, BUCKETS[64], 30.0), bucket(25, BUCKETS[64], 30.0),
-                         bucket(32, BUCKETS[64], 30.0, (25, 30.0))], 64, "t")
+    shape = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(16, BUCKETS[16], 5.0),
+                         _bucket(24, BUCKETS[64], 30.0), _bucket(25, BUCKETS[64], 30.0),
+                         _bucket(32, BUCKETS[64], 30.0, (25, 30.0))], 64, "t")
     assert shape.split(28) == 16 and shape.split(32) == 16
     # M=20, in bucket 24 (no edge stored): no split
     assert shape.split(20) is None

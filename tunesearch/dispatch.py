@@ -57,7 +57,7 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full_below", "full_buckets_below", "ends_us", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full", "ends_us", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         rows = []
@@ -79,16 +79,14 @@ class _ShapeTable:
         self.us = [r[2] for r in rows]
         self.group_size = group_size
         self.layout = layout
-        # the largest bucket below each that is not an edge key (a bucket of one M, the next one's smallest)
+        # the buckets that are not edge keys (a bucket of one M, the next one's smallest), ascending
         edges = edge_keys(self.m_maxes)
-        full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
-        self.full_buckets_below = [[j for j in full if j < i] for i in range(len(rows))]
-        self.full_below = [max(below, default=None) for below in self.full_buckets_below]
+        self.full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
         # each bucket's pick's times at the bucket's smallest and largest M, where both are known: an edge
         # key (one M) and a bucket whose "edge" is one past the full bucket below; else None
         self.ends_us = []
         for i, (m, _, us, edge) in enumerate(rows):
-            j = self.full_below[i]
+            j = max((j for j in self.full if j < i), default=None)
             if m in edges:
                 self.ends_us.append((us, us))
             elif edge is not None and j is not None and edge[0] == self.m_maxes[j] + 1 and us is not None:
@@ -119,12 +117,11 @@ class _ShapeTable:
         if ends is None or m > self.m_maxes[i]:
             return None
         best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
-        for j in reversed(self.full_buckets_below[i]):
+        for j in reversed([j for j in self.full if j < i]):
             two = self.table_us(m, self.m_maxes[j])
             if two is not None and (best is None or two < best[0]):
                 best = (two, self.m_maxes[j])
         return best[1] if best is not None and two_launches_win(best[0], *ends) else None
-
 
     def table_us(self, m: int, rows: int | None = None) -> float | None:
         """The table's time for M, run whole or (``rows``) as ``rows`` and the rest: each launch's bucket
