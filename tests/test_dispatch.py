@@ -423,8 +423,10 @@ def test_m_just_past_a_bucket_runs_as_two_launches_where_the_table_says_they_are
     # the bucket's pick slow at both ends (20 us): M=18..32 as 16 + the rest, the rest's bucket time counted
     slow = _ShapeTable(shape(_split_table(bucket_us=30.0))["buckets"], 64, "t")
     assert [slow.split(m) for m in (17, 18, 32)] == [16, 16, 16]
-    # 0.95 of the whole's time is the bar: 5 + 5 = 10 against 0.95 * 10.5 = 9.975 stays whole
-    assert _ShapeTable(shape(_split_table(edge_us=10.5, bucket_us=30))["buckets"], 64, "t").split(20) is None
+    # 0.98 of the whole's time is the bar: 5 + 5 = 10 against 0.98 * 10.2 = 9.996 stays whole, against
+    # 0.98 * 10.25 = 10.045 splits
+    assert _ShapeTable(shape(_split_table(edge_us=10.2, bucket_us=30))["buckets"], 64, "t").split(20) is None
+    assert _ShapeTable(shape(_split_table(edge_us=10.25, bucket_us=30))["buckets"], 64, "t").split(20) == 16
     # an edge that is not one past the bucket below says nothing about M=18..32
     assert _ShapeTable(shape(_split_table(edge_m=20, bucket_us=30))["buckets"], 64, "t").split(24) is None
 
@@ -443,6 +445,21 @@ def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastes
     # the table's time for a plan: each launch's bucket time, summed
     assert (shape.table_us(28, 16), shape.table_us(28, 24), shape.table_us(20)) == (10.0, 35.0, 30.0)
     assert shape.table_us(500) == 30.0  # past the largest bucket: its time there, the least M can take
+
+
+def test_at_a_buckets_own_largest_m_a_split_weighs_the_picks_time_there():
+    from tunesearch.dispatch import _ShapeTable
+
+    # bucket 32's pick: 9 us at M=17 (its edge), 11 at M=32. Inside the bucket the whole launch is taken
+    # to cost the lesser end, 9, and 16 + 16 (10 us) stays whole; at M=32 itself the table holds 11, so
+    # 10 < 0.98 * 11 splits. Without an edge stored, M=32 is still known: the same
+    buckets = [_bucket(1, BUCKETS[1], 3.0), _bucket(16, BUCKETS[16], 5.0), _bucket(17, BUCKETS[64], 20.0)]
+    with_edge = _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 11.0, (17, 9.0))], 64, "t")
+    assert [with_edge.split(m) for m in (24, 31, 32)] == [None, None, 16]
+    no_edge = _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 11.0)], 64, "t")
+    assert [no_edge.split(m) for m in (24, 31, 32)] == [None, None, 16]
+    # at 10.1 us the bucket's own time is within the bar (0.98 * 10.1 = 9.898 < 10): whole
+    assert _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 10.1)], 64, "t").split(32) is None
 
 
 def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):

@@ -111,9 +111,10 @@ class _ShapeTable:
         256-token tiles) leaves M past it faster as the bucket below that and the rest (768 + 132: 235).
         Predicted from the table only, on the safe side: the rest at its bucket's time (its largest M),
         against M's pick at its bucket's two ends (``export.two_launches_win``, the rule the export weighs
-        when it picks for a bucket)."""
+        when it picks for a bucket), or at a bucket's own largest M against the pick's time there, which
+        the table holds (11008x4096 M=1536: 197.8 us whole, 1024 + 512 in 182.8)."""
         i = self.index(m)
-        ends = self.ends_us[i]
+        ends = (self.us[i], self.us[i]) if m == self.m_maxes[i] and self.us[i] is not None else self.ends_us[i]
         if ends is None or m > self.m_maxes[i]:
             return None
         best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
