@@ -462,6 +462,26 @@ def test_at_a_buckets_own_largest_m_a_split_weighs_the_picks_time_there():
     assert _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 10.1)], 64, "t").split(32) is None
 
 
+def test_a_whole_launch_costs_what_the_bucket_end_with_as_many_token_tiles_costs():
+    from tunesearch.dispatch import _ShapeTable
+
+    # bucket 1024's pick has 128-token tiles: 5 rows of them at its edge M=513 (60 us), 8 at 1024 (90 us)
+    bm128 = "rsmma.bm128.bn64.bk128.sk1.w4.s3.c2"
+    shape = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(512, bm128, 40.0), _bucket(513, bm128, 60.0),
+                         _bucket(1024, bm128, 90.0, (513, 60.0))], 64, "t")
+    # as many tiles as an end: that end's time; between: the line between them, in tiles (6 of 5..8)
+    assert [shape.whole_us(m) for m in (513, 600, 640, 700, 897, 1000, 1024)] == [60.0, 60.0, 60.0, 70.0, 90.0,
+                                                                                 90.0, 90.0]
+    # M=1000 whole is 90 us, not the lesser end's 60: 512 + 488 (40 + 40) is under 0.98 * 90, so it splits;
+    # M=600 takes 60 whole, under 80
+    assert (shape.split(1000), shape.split(600)) == (512, None)
+    # a pick whose tiles say nothing (not a token-tiled family): the lesser end anywhere inside the bucket
+    gemm = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(512, BUCKETS[64], 40.0), _bucket(513, BUCKETS[64], 60.0),
+                        _bucket(1024, BUCKETS[64], 90.0, (513, 60.0))], 64, "t")
+    assert [gemm.whole_us(m) for m in (513, 700, 1000, 1024)] == [60.0, 60.0, 60.0, 90.0]
+    assert gemm.split(1000) is None
+
+
 def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):
     from tunesearch.dispatch import Dispatcher
 

@@ -439,3 +439,17 @@ def test_gluon_stream_k_grid_bounds_every_tiles_partials():
     assert gluon_grid(128, 11008, 4096, 128, 128, 128, 2, 132) == ((86, 2, 1), 2)
     hopper = DeviceLimits(gluon=True)
     assert variant_error(Variant.from_id("dqmma.bm128.bn128.bk128.sk0.w8.s4"), 128, 11008, 4096, 128, hopper) is None
+
+
+def test_token_tiles_count_the_tiles_of_launches_that_run_alike():
+    from tunesearch.variants.space import token_tiles
+
+    rsmma = Variant.from_id("rsmma.bm128.bn64.bk128.sk1.w4.s3.c2").params
+    # below one tile's rows A's box passes A's edge, so M itself matters there: no count
+    assert [token_tiles("rsmma", rsmma, m) for m in (1, 127, 128, 129, 256, 257, 1200, 1280)] == \
+        [None, None, 1, 2, 2, 3, 10, 10]
+    twotile = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c2").params
+    # 128 + 32 tokens a tile; at M <= HI its LO box stores nothing and its HI box passes A's edge
+    assert [token_tiles("twotile", twotile, m) for m in (128, 129, 160, 161, 320, 321)] == [None, 1, 1, 2, 2, 3]
+    gemm = Variant.from_id("gemm.bm64.bn64.bk64.g1.w4.s2").params
+    assert token_tiles("gemm", gemm, 640) is None

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
+from tunesearch.variants.space import token_tiles
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
 
@@ -57,7 +58,7 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full", "ends_us", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full", "ends_us", "edge_m", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         rows = []
@@ -83,16 +84,19 @@ class _ShapeTable:
         edges = edge_keys(self.m_maxes)
         self.full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
         # each bucket's pick's times at the bucket's smallest and largest M, where both are known: an edge
-        # key (one M) and a bucket whose "edge" is one past the full bucket below; else None
-        self.ends_us = []
+        # key (one M) and a bucket whose "edge" is one past the full bucket below; else None; and that M
+        self.ends_us, self.edge_m = [], []
         for i, (m, _, us, edge) in enumerate(rows):
             j = max((j for j in self.full if j < i), default=None)
             if m in edges:
                 self.ends_us.append((us, us))
+                self.edge_m.append(m)
             elif edge is not None and j is not None and edge[0] == self.m_maxes[j] + 1 and us is not None:
                 self.ends_us.append((edge[1], us))
+                self.edge_m.append(edge[0])
             else:
                 self.ends_us.append(None)
+                self.edge_m.append(None)
 
     def index(self, m: int) -> int:
         return min(bisect.bisect_left(self.m_maxes, m), len(self.m_maxes) - 1)
@@ -110,19 +114,41 @@ class _ShapeTable:
         bucket whose tiles fit its M no better than a larger one's (4096x22016 M=896: 267 us, as M=1024's
         256-token tiles) leaves M past it faster as the bucket below that and the rest (768 + 132: 235).
         Predicted from the table only, on the safe side: the rest at its bucket's time (its largest M),
-        against M's pick at its bucket's two ends (``export.two_launches_win``, the rule the export weighs
-        when it picks for a bucket), or at a bucket's own largest M against the pick's time there, which
-        the table holds (11008x4096 M=1536: 197.8 us whole, 1024 + 512 in 182.8)."""
+        against what M's pick is taken to cost whole (``whole_us``; ``export.two_launches_win``, the rule
+        the export weighs when it picks for a bucket)."""
         i = self.index(m)
-        ends = (self.us[i], self.us[i]) if m == self.m_maxes[i] and self.us[i] is not None else self.ends_us[i]
-        if ends is None or m > self.m_maxes[i]:
+        whole = self.whole_us(m)
+        if whole is None or m > self.m_maxes[i]:
             return None
         best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
         for j in reversed([j for j in self.full if j < i]):
             two = self.table_us(m, self.m_maxes[j])
             if two is not None and (best is None or two < best[0]):
                 best = (two, self.m_maxes[j])
-        return best[1] if best is not None and two_launches_win(best[0], *ends) else None
+        return best[1] if best is not None and two_launches_win(best[0], whole) else None
+
+    def whole_us(self, m: int) -> float | None:
+        """What one launch of M's own pick is taken to cost at M (M within the table's buckets), from the
+        pick's times at its bucket's smallest and largest M. A launch's time is a step function of its
+        token tiles (``space.token_tiles``: the same tiles, the same launch), so M with as many as one end
+        takes that end's time (4096x11008 M=1200, bucket 1280's 128-token tiles, 10 rows of them: its 175
+        us, not the 140 of M=1025's 9), and M between them the line between the two in tiles (measured
+        within 1.02-1.03 at M=3500, NOTES.md row 97). Where the tiles say nothing (below a tile's own rows
+        the smallest M can be the slower), the lesser end; None where the table has neither."""
+        i = self.index(m)
+        v, ends, edge = self.variants[i], self.ends_us[i], self.edge_m[i]
+        tiles = token_tiles(v.family, v.params, m)
+        at_max = token_tiles(v.family, v.params, self.m_maxes[i])
+        if self.us[i] is not None and (m == self.m_maxes[i] or tiles is not None and tiles == at_max):
+            return self.us[i]
+        if ends is None:
+            return None
+        if m == edge:
+            return ends[0]
+        at_edge = token_tiles(v.family, v.params, edge)
+        if tiles is None or at_edge is None or at_max is None or at_max <= at_edge:
+            return min(ends)
+        return ends[0] + (ends[1] - ends[0]) * (tiles - at_edge) / (at_max - at_edge)
 
     def table_us(self, m: int, rows: int | None = None) -> float | None:
         """The table's time for M, run whole or (``rows``) as ``rows`` and the rest: each launch's bucket

@@ -79,12 +79,10 @@ def _fastest_by_variant(store: Store, key, code_of) -> dict:
 SPLIT_GAIN = 0.98
 
 
-def two_launches_win(two_us: float, smallest_us: float, largest_us: float) -> bool:
-    """Whether two launches taking ``two_us`` in all beat, by ``SPLIT_GAIN``, a bucket's pick that takes
-    ``smallest_us`` and ``largest_us`` at the bucket's two ends. The lesser of those is the least the pick
-    is taken to cost anywhere in the bucket: a token tile costs a step function of M, so M in between costs
-    one of those steps (below the tile's own rows the smallest M can be the slower)."""
-    return two_us < SPLIT_GAIN * min(smallest_us, largest_us)
+def two_launches_win(two_us: float, whole_us: float) -> bool:
+    """Whether two launches taking ``two_us`` in all beat, by ``SPLIT_GAIN``, one launch of M's own pick
+    taken to cost ``whole_us`` there (``dispatch._ShapeTable.whole_us``)."""
+    return two_us < SPLIT_GAIN * whole_us
 
 
 def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict]:
@@ -115,7 +113,9 @@ def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict
             split = below.us + by_m[ms[0]].us if below is not None else None
 
             def at_smallest(edge_us, m_us):  # M just past the bucket below, with a pick taking these at both
-                return split if split is not None and two_launches_win(split, edge_us, m_us) else edge_us
+                # the lesser of the two: a token tile costs a step function of M, and below the tile's own
+                # rows the smallest M can be the slower
+                return split if split is not None and two_launches_win(split, min(edge_us, m_us)) else edge_us
 
             fastest_m = by_m[m].us
             fastest_edge = at_smallest(by_m[edge].us, by_m[edge].us)

@@ -462,6 +462,19 @@ def _twotile_error(p, M, N, K, group_size, limits) -> str | None:
                                 cdiv(M, tokens) * tokens, cdiv(N, bn) * bn))
 
 
+def token_tiles(family: str, params: dict, M: int) -> int | None:
+    """How many token tiles a launch of this variant runs at M, where every M with that count runs the
+    same launch: the same grid, and each tile's A boxes inside A (rsmma's last tile starts at row M - BM,
+    ``dqmma.token_origin``; twotile's boxes as its ``_token_rows``), so that one such M's time is every
+    such M's. None where the time also depends on M itself: below one tile's rows A's box passes A's edge,
+    which the TMA fills slowly (NOTES.md row 85), and the families without such tiles."""
+    if family == "rsmma" and M >= params["BM"]:
+        return cdiv(M, params["BM"])
+    if family == "twotile" and M > params["BM"]:
+        return cdiv(M, params["BM"] + params["LO"])
+    return None
+
+
 def twotile_grid(M: int, N: int, K: int, HI: int, LO: int, BN: int, BK: int, split_k: int,
                  ctas_at_once: int) -> tuple[tuple[int, int, int], int]:
     """twotile's launch grid (1-D: its kernel takes equal runs of all tiles' blocks, CTA c the units

@@ -1,14 +1,16 @@
-"""EXPERIMENT: `tunesearch bench` under `_s47`'s split rule, for a same-run A/B against this tree's (NOTES.md
-row 96).
+"""EXPERIMENT: `tunesearch bench` under an earlier split rule, for a same-run A/B against this tree's (NOTES.md
+rows 96-97).
 
-    python benchmarks/experiments/split_rule_ab.py [tunesearch bench options]   (on a CUDA GPU)
+    SPLIT_RULE=s47|s48a python benchmarks/experiments/split_rule_ab.py [tunesearch bench options]   (a CUDA GPU)
 
-`_s47` ran M as two launches only where the table predicted them under 0.95 of the lesser of the pick's
-times at its bucket's two ends, at every M of a bucket. This tree's rule (`export.SPLIT_GAIN`,
-`dispatch._ShapeTable.split`) takes 0.98, and at a bucket's own largest M weighs the pick's time there.
-Run this with the `_s47` table (`git show 6276087:tunesearch/tables/h200.json`) and `tunesearch bench`
-with this tree's in one call: the rows whose plan is the same in both show the run-to-run drift.
+s47: M ran as two launches only where the table predicted them under 0.95 of the lesser of the pick's
+times at its bucket's two ends, at every M of a bucket. s48a (commit 40e6652): a bar of 0.98, and at a
+bucket's own largest M the pick's time there. This tree's rule (`export.SPLIT_GAIN`,
+`dispatch._ShapeTable.whole_us`) also takes the pick's time at either end wherever M runs the same token
+tiles as there. Run this with the rule's table (s47's: `git show 6276087:tunesearch/tables/h200.json`; s48a
+ran this tree's) and `tunesearch bench` in one call: rows whose plan is the same show the run's drift.
 """
+import os
 import sys
 from pathlib import Path
 
@@ -19,22 +21,36 @@ from tunesearch import dispatch, export  # noqa: E402
 from tunesearch.cli import app  # noqa: E402
 
 
-def split_s47(self, m: int):
-    """`_ShapeTable.split` as `_s47` had it: M's pick weighed at its bucket's two ends, even at the bucket's
-    own largest M."""
-    i = self.index(m)
-    ends = self.ends_us[i]
-    if ends is None or m > self.m_maxes[i]:
-        return None
-    best = None
-    for j in reversed([j for j in self.full if j < i]):
-        two = self.table_us(m, self.m_maxes[j])
-        if two is not None and (best is None or two < best[0]):
-            best = (two, self.m_maxes[j])
-    return best[1] if best is not None and export.two_launches_win(best[0], *ends) else None
+def split_with(whole):
+    """`_ShapeTable.split` with M's whole launch taken to cost ``whole(table, i, m)``."""
+    def split(self, m: int):
+        i = self.index(m)
+        cost = whole(self, i, m)
+        if cost is None or m > self.m_maxes[i]:
+            return None
+        best = None
+        for j in reversed([j for j in self.full if j < i]):
+            two = self.table_us(m, self.m_maxes[j])
+            if two is not None and (best is None or two < best[0]):
+                best = (two, self.m_maxes[j])
+        return best[1] if best is not None and export.two_launches_win(best[0], cost) else None
+    return split
 
+
+def whole_s47(table, i, m):
+    return None if table.ends_us[i] is None else min(table.ends_us[i])
+
+
+def whole_s48a(table, i, m):
+    if m == table.m_maxes[i] and table.us[i] is not None:
+        return table.us[i]
+    return whole_s47(table, i, m)
+
+
+RULES = {"s47": (0.95, whole_s47), "s48a": (0.98, whole_s48a)}
 
 if __name__ == "__main__":
-    export.SPLIT_GAIN = 0.95  # read at each call by two_launches_win
-    dispatch._ShapeTable.split = split_s47
+    gain, whole = RULES[os.environ.get("SPLIT_RULE", "s47")]
+    export.SPLIT_GAIN = gain  # read at each call by two_launches_win
+    dispatch._ShapeTable.split = split_with(whole)
     app(["bench", *sys.argv[1:]])
