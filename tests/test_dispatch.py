@@ -475,6 +475,9 @@ def test_a_whole_launch_costs_what_the_bucket_end_with_as_many_token_tiles_costs
     # M=1000 whole is 90 us, not the lesser end's 60: 512 + 488 (40 + 40) is under 0.98 * 90, so it splits;
     # M=600 takes 60 whole, under 80
     assert (shape.split(1000), shape.split(600)) == (512, None)
+    # the bench's "table us" beside each: the plan's prediction (past the largest bucket, its time there)
+    assert (shape.table_us(1000, 512), shape.table_us(700), shape.table_us(600), shape.table_us(5000)) == \
+        (80.0, 70.0, 60.0, 90.0)
     # a pick whose tiles say nothing (not a token-tiled family): the lesser end anywhere inside the bucket
     gemm = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(512, BUCKETS[64], 40.0), _bucket(513, BUCKETS[64], 60.0),
                         _bucket(1024, BUCKETS[64], 90.0, (513, 60.0))], 64, "t")

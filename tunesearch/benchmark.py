@@ -109,7 +109,7 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
 def markdown_table(result: dict) -> str:
     peers = [p for p in PEERS if any(p in r for r in result["rows"])]
     names = {"tinygemm_us": "tinygemm µs", "naive_triton_us": "naive Triton µs", "gemlite_us": "gemlite µs"}
-    # "table µs": what the dispatch table holds for the launches that ran (Dispatcher.table_us)
+    # "table µs": what the dispatch table predicts for the launches that ran (Dispatcher.table_us)
     lines = ["| K×N | M | tunesearch µs | table µs | variant | % copy BW | floor µs | fp16 µs | "
              + "".join(f"{names[p]} | " for p in peers) + "×fp16 | ×best peer |",
              "|---|---|---|---|---|---|---|---|" + "---|" * len(peers) + "---|---|"]

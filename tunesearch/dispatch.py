@@ -151,9 +151,15 @@ class _ShapeTable:
         return ends[0] + (ends[1] - ends[0]) * (tiles - at_edge) / (at_max - at_edge)
 
     def table_us(self, m: int, rows: int | None = None) -> float | None:
-        """The table's time for M, run whole or (``rows``) as ``rows`` and the rest: each launch's bucket
-        time (at the bucket's largest M), summed; None where a bucket has none."""
-        times = [self.us[self.index(r)] for r in ([m] if rows is None else [rows, m - rows])]
+        """The table's time for M, run whole or (``rows``) as ``rows`` and the rest. Whole: what the split
+        rule takes it to cost (``whole_us``), or past the largest bucket (or where that is unknown) the
+        bucket's time at its largest M. Split: each launch's bucket time (at the bucket's largest M),
+        summed. None where a bucket has none."""
+        if rows is None:
+            whole = self.whole_us(m) if m <= self.m_maxes[-1] else None
+            times = [whole if whole is not None else self.us[self.index(m)]]
+        else:
+            times = [self.us[self.index(r)] for r in (rows, m - rows)]
         return None if None in times else sum(times)
 
 
