@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
-from tunesearch.variants.space import token_tiles
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
+from tunesearch.variants.space import token_tiles
 
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
@@ -117,8 +117,8 @@ class _ShapeTable:
         against what M's pick is taken to cost whole (``whole_us``; ``export.two_launches_win``, the rule
         the export weighs when it picks for a bucket)."""
         i = self.index(m)
-        whole = self.whole_us(m)
-        if whole is None or m > self.m_maxes[i]:
+        whole = self.whole_us(m) if m <= self.m_maxes[i] else None
+        if whole is None:
             return None
         best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
         for j in reversed([j for j in self.full if j < i]):
