@@ -373,3 +373,33 @@ def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile):
     need = SCALE_AFTER_REGISTERS[tile]
     _assert_fewest_registers_that_fit("--registers-scale-after", tile, need)
     assert MMA_REGISTERS[tile] <= need
+
+
+def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
+    # benchmarks/experiments/split_rule_ab.py benches M under an earlier split rule beside this tree's
+    # (NOTES.md rows 96-97): each rule must decide as it did. Buckets 16 (5 us) and 32 (30 us at M=32,
+    # 10.25 at its edge M=17), gemm picks, whose token tiles say nothing: M=20 as 16 + 4 takes 10 us
+    from benchmarks.experiments import split_rule_ab
+    from tunesearch import export
+    from tunesearch.dispatch import _ShapeTable
+    from tunesearch.variants import Variant
+
+    def bucket(m, vid, us, edge=None):
+        return {"m_max": m, "variant": Variant.from_id(vid).to_dict(), "us": us,
+                **({"edge": {"m": edge[0], "us": edge[1]}} if edge else {})}
+
+    gemv, gemm = "gemv.bm1.bn64.bk64.sk2.w4.s1", "gemm.bm64.bn64.bk64.g1.w4.s2"
+    shape = _ShapeTable([bucket(1, gemv, 3.0), bucket(16, gemm, 5.0), bucket(17, gemm, 10.25),
+                         bucket(32, gemm, 30.0, (17, 10.25))], 64, "t")
+    decided = {}
+    for rule, (gain, whole) in split_rule_ab.RULES.items():
+        monkeypatch.setattr(export, "SPLIT_GAIN", gain)
+        split = split_rule_ab.split_with(whole)
+        decided[rule] = [split(shape, m) for m in (17, 20, 32)]
+    monkeypatch.setattr(export, "SPLIT_GAIN", 0.98)
+    # M=17 (5 + 3 = 8 us against 10.25) splits under both; at M=20 and 32, 16 + the rest take 10 us: s47
+    # weighs them against 0.95 * 10.25 = 9.74 (whole), s48a against 0.98 * 10.25 = 10.045 at M=20 and the
+    # bucket's own 30 us at M=32 (split)
+    assert decided == {"s47": [16, None, None], "s48a": [16, 16, 16]}
+    # this tree's rule, where the tiles say nothing (gemm picks), decides as s48a
+    assert [shape.split(m) for m in (17, 20, 32)] == [16, 16, 16]
