@@ -394,9 +394,9 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
     decided = {}
     for rule, (gain, whole) in split_rule_ab.RULES.items():
         monkeypatch.setattr(export, "SPLIT_GAIN", gain)
-        split = split_rule_ab.split_with(whole)
-        decided[rule] = [split(shape, m) for m in (17, 20, 32)]
-    monkeypatch.setattr(export, "SPLIT_GAIN", 0.98)
+        monkeypatch.setattr(_ShapeTable, "whole_us", whole)
+        decided[rule] = [shape.split(m) for m in (17, 20, 32)]
+    monkeypatch.undo()
     # M=17 (5 + 3 = 8 us against 10.25) splits under both; at M=20 and 32, 16 + the rest take 10 us: s47
     # weighs them against 0.95 * 10.25 = 9.74 (whole), s48a against 0.98 * 10.25 = 10.045 at M=20 and the
     # bucket's own 30 us at M=32 (split)
