@@ -58,7 +58,7 @@ def read_table(path) -> dict:
 
 
 class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full", "ends_us", "edge_m", "group_size", "layout")
+    __slots__ = ("m_maxes", "variants", "us", "full", "ends", "group_size", "layout")
 
     def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
         rows = []
@@ -83,20 +83,17 @@ class _ShapeTable:
         # the buckets that are not edge keys (a bucket of one M, the next one's smallest), ascending
         edges = edge_keys(self.m_maxes)
         self.full = [i for i, m in enumerate(self.m_maxes) if m not in edges]
-        # each bucket's pick's times at the bucket's smallest and largest M, where both are known: an edge
-        # key (one M) and a bucket whose "edge" is one past the full bucket below; else None; and that M
-        self.ends_us, self.edge_m = [], []
+        # each bucket's smallest M and its pick's times there and at the bucket's largest M, where both are
+        # known: an edge key (one M) and a bucket whose "edge" is one past the full bucket below; else None
+        self.ends = []
         for i, (m, _, us, edge) in enumerate(rows):
             j = max((j for j in self.full if j < i), default=None)
             if m in edges:
-                self.ends_us.append((us, us))
-                self.edge_m.append(m)
+                self.ends.append((m, us, us))
             elif edge is not None and j is not None and edge[0] == self.m_maxes[j] + 1 and us is not None:
-                self.ends_us.append((edge[1], us))
-                self.edge_m.append(edge[0])
+                self.ends.append((edge[0], edge[1], us))
             else:
-                self.ends_us.append(None)
-                self.edge_m.append(None)
+                self.ends.append(None)
 
     def index(self, m: int) -> int:
         return min(bisect.bisect_left(self.m_maxes, m), len(self.m_maxes) - 1)
@@ -136,19 +133,20 @@ class _ShapeTable:
         within 1.02-1.03 at M=3500, NOTES.md row 97). Where the tiles say nothing (below a tile's own rows
         the smallest M can be the slower), the lesser end; None where the table has neither."""
         i = self.index(m)
-        v, ends, edge = self.variants[i], self.ends_us[i], self.edge_m[i]
+        v = self.variants[i]
         tiles = token_tiles(v.family, v.params, m)
         at_max = token_tiles(v.family, v.params, self.m_maxes[i])
         if self.us[i] is not None and (m == self.m_maxes[i] or tiles is not None and tiles == at_max):
             return self.us[i]
-        if ends is None:
+        if self.ends[i] is None:
             return None
+        edge, edge_us, max_us = self.ends[i]
         if m == edge:
-            return ends[0]
+            return edge_us
         at_edge = token_tiles(v.family, v.params, edge)
         if tiles is None or at_edge is None or at_max is None or at_max <= at_edge:
-            return min(ends)
-        return ends[0] + (ends[1] - ends[0]) * (tiles - at_edge) / (at_max - at_edge)
+            return min(edge_us, max_us)
+        return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
 
     def table_us(self, m: int, rows: int | None = None) -> float | None:
         """The table's time for M, run whole or (``rows``) as ``rows`` and the rest. Whole: what the split

@@ -25,8 +25,8 @@ from tunesearch.cli import app  # noqa: E402
 # what M's own pick costs whole, in place of `_ShapeTable.whole_us`
 def whole_s47(table, m):
     """The lesser of the pick's times at its bucket's two ends."""
-    ends = table.ends_us[table.index(m)]
-    return None if ends is None else min(ends)
+    ends = table.ends[table.index(m)]
+    return None if ends is None else min(ends[1:])
 
 
 def whole_s48a(table, m):
