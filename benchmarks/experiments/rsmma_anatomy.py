@@ -3,7 +3,8 @@ streaming floor at M<=32 (row 63).
 
     python benchmarks/experiments/rsmma_anatomy.py OUT_DIR [MAX_M [FORM,... [MIN_M]]]  (on an sm_90 GPU: time,
                                                   keys from MIN_M up to MAX_M, all forms or those named)
-    python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID (offline: the MMA-only schedule)
+    python benchmarks/experiments/rsmma_anatomy.py --compile VARIANT_ID [LAYOUT] (offline: the MMA-only
+                                                  schedule, on the base layout or LAYOUT)
 
 Each key's table pick is timed as launched, then the same launch without a part:
 - mma_only: the fragment builder swapped (rsmma_kernel's FRAGMENT) for one that reads no packed word and
@@ -80,21 +81,23 @@ KEYS = [(1, 11008, 4096), (1, 4096, 22016), (2, 4096, 11008), (4, 4096, 12288), 
 @gluon.jit
 def mma_only_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr, SCALED: gl.constexpr):
     """A constant fragment (times the block's scale row if SCALED): no packed word read, nothing unpacked."""
-    BN: gl.constexpr = p_tile.type.shape[1]
-    BK: gl.constexpr = p_tile.type.shape[0] * 8
+    BN: gl.constexpr = s_tile.type.shape[1]
+    # the base layout's tile is [BK/8, BN]; frag32's [BN/64 x BK/32 chunks, 256] (rsmma.frag32_fragment)
+    BK: gl.constexpr = p_tile.type.shape[0] * 8 if p_tile.type.shape[1] == BN else \
+        p_tile.type.shape[0] // (BN // 64) * 32
     w = gl.full([BN, BK], 1.0, gl.float16, FRAG)
     if SCALED:
         w = w * gl.expand_dims(s_tile.reshape([BN]).load(gl.SliceLayout(1, FRAG)), 1)
     return w
 
 
-def compile_mma_only(variant_id: str) -> dict:
+def compile_mma_only(variant_id: str, layout: str = "base") -> dict:
     """The MMA-only form of ``variant_id`` compiled for sm_90 offline: its wgmma waits, registers, spills,
     the loop's shared loads and, apart, the epilogue's 16-byte read-back of C's staged tile (the split
     reduction's read-back of the partials left out)."""
     from benchmarks.sass_stats import before_split_readback, disassemble, resources, staged_epilogue_loads, wgmma_waits
 
-    compiled = compile_family_offline(variant_id, FRAGMENT=mma_only_fragment)
+    compiled = compile_family_offline(variant_id, layout=layout, FRAGMENT=mma_only_fragment)
     sass = disassemble(compiled)
     staged = staged_epilogue_loads(sass)
     loads = before_split_readback(sass)
@@ -198,7 +201,7 @@ def main(out_dir, max_m=4096, only=None, min_m=1):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
-        print(json.dumps(compile_mma_only(sys.argv[2])))
+        print(json.dumps(compile_mma_only(*sys.argv[2:4])))
     else:
         main(sys.argv[1], *map(int, sys.argv[2:3]), *(set(forms.split(",")) for forms in sys.argv[3:4]),
              *map(int, sys.argv[4:5]))
