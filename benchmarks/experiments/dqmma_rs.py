@@ -2,7 +2,7 @@
 
     python benchmarks/experiments/dqmma_rs.py OUT_DIR                          (on an sm_90 GPU: check, time)
     python benchmarks/experiments/dqmma_rs.py --compile BM,BK,WG,STAGES[,SPLIT_K[,SCALE_AFTER]]  (offline: the schedule)
-    python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID      (offline: the rsmma family's)
+    python benchmarks/experiments/dqmma_rs.py --compile-family VARIANT_ID [LAYOUT]  (offline: the rsmma family's)
     python benchmarks/experiments/dqmma_rs.py --registers VARIANT_ID@MAXNREG,[VARIANT_ID@]MAXNREG...
                                                                   (offline: does it fit? a count alone: the same variant)
     python benchmarks/experiments/dqmma_rs.py --registers-scale-after VARIANT_ID@MAXNREG,...  (its scale-after form)
@@ -154,12 +154,12 @@ def family_launch(variant, **meta_overrides):
     return launch
 
 
-def family_schedule(variant_id: str) -> dict:
+def family_schedule(variant_id: str, layout: str = "base") -> dict:
     """``schedule``'s figures for the rsmma family's kernel of ``variant_id``, with its shared loads by width
     (the split reduction's read-back of the partials apart: ``readback_loads``)."""
     from benchmarks.sass_stats import before_split_readback, disassemble, resources, split_readback_loads, wgmma_waits
 
-    compiled = compile_family_offline(variant_id)
+    compiled = compile_family_offline(variant_id, layout=layout)
     sass = disassemble(compiled)
     loads = before_split_readback(sass)
     hgmma = [rest for _, op, rest in sass if op.startswith("HGMMA")]
@@ -262,7 +262,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps(schedule(*map(int, sys.argv[2].split(",")))))
     elif sys.argv[1] == "--compile-family":
-        print(json.dumps(family_schedule(sys.argv[2])))
+        print(json.dumps(family_schedule(*sys.argv[2:4])))
     elif sys.argv[1] in ("--registers", "--registers-scale-after"):  # VARIANT_ID@MAXNREG[,[VARIANT_ID@]MAXNREG...]
         forced = True if sys.argv[1] == "--registers-scale-after" else None
         fits, variant_id = [], None
