@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
-from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
+from tunesearch.variants.dqmma import _unit, token_origin  # noqa: E402
 from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged, frag32_descriptors  # noqa: E402
 
 FIELDS = ("BN", "HI", "MID", "LO", "BK", "STAGES", "CTAS")  # a config's order on the command line
