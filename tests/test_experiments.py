@@ -340,6 +340,18 @@ def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
     assert got["shared"] <= rsmma_shared_bytes(hi + lo, bn, bk, stages) + 1024, got
 
 
+@pytest.mark.parametrize("config", ["64,128,32,16,64,4,2", "128,128,32,16,64,4,1"])
+def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(config):
+    # rsmma_three_tiles.py (M = 161..176 as 128 + 32 + 16 tokens, NOTES.md row 101): each block's three
+    # wgmmas issued before the previous block's three are waited for (3 left in flight; fewer would
+    # serialize the chain the shared fragment is meant to spare), no spills at the registers of its CTAs an
+    # SM, and their shared memory within the SM's 228 KB. Config: BN,HI,MID,LO,BK,STAGES,CTAS.
+    got = _compiled_offline("rsmma_three_tiles.py", "--compile", config)
+    assert got["waits"][:-1] == ["gsb0, 0x3"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
+    assert got["local"] == 0, got
+    ctas = int(config.split(",")[-1])
+    assert ctas * (got["shared"] + 1024) <= 228 * 1024, got
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'
