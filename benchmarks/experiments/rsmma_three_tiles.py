@@ -17,6 +17,11 @@ M=161: 0.89x), and a Triton tensor needs a power-of-two shape, so 176 tokens are
 [BN, 128], [BN, 32] and [BN, 16], three wgmmas on the same registers. Predicted from 128 + 64's time at
 192 tokens, ~31-32 us at 176 on 4096x12288: perhaps not enough to pass cuBLAS.
 
+RESULT (H200, 2026-12-03, benchmarks/results/rsmma_three_tiles_h200_2026-12-03_s50.json, NOTES.md row 101):
+right on every mask edge, but 1-5% under the picks only (4096x12288 M=161 32.41 us against 33.92, cuBLAS
+30.02; 4096x11008 32.17 against 32.66, cuBLAS 29.40) and behind twotile's 128 + 64 on 4096x22016: the
+16-24 tokens' MMA saved is about what the third wgmma and box cost. Not shipped.
+
 The kernel is twotile's (variants/twotile.py) with a third A box and accumulator, cut to one tile a CTA
 (its staged stores through the drained rings); the boxes stay inside A as twotile's do
 (``_token_rows``): for M in (HI + MID, HI + MID + LO] rows [0, HI), then MID rows from HI (or M - MID),
