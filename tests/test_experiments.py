@@ -352,6 +352,7 @@ def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(confi
     ctas = int(config.split(",")[-1])
     assert ctas * (got["shared"] + 1024) <= 228 * 1024, got
 
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'
