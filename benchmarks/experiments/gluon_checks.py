@@ -1,8 +1,10 @@
 """What the Gluon probes (gluon_ws.py, dqmma_rs.py, the *_ab.py A/Bs) share: a config's output against
-A @ dequantize(W), the mask-edge smoke run of a config in a process of its own, the offline sm_90 compile of
-a kernel with the TMA families' signature, and the packaged H200 table's picks to time. Gluon has no interpreter, so these
+A @ dequantize(W), the mask-edge smoke run of a config in a process of its own (and of many, in parallel),
+the offline sm_90 compile of a kernel with the TMA families' signature, the command line of the experiments
+whose kernel takes a config string, and the packaged H200 table's picks to time. Gluon has no interpreter, so these
 checks on the GPU are the first time such a kernel computes; a barrier waited on with the wrong phase
 hangs rather than fails, and a child process turns that into one config's timeout."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +65,39 @@ def smoke_in_child(script: str, fields, config: dict, timeout_s: float) -> str |
     if run.returncode != 0:
         return (run.stdout.strip().splitlines() or run.stderr.strip().splitlines() or ["failed"])[-1][:200]
     return None
+
+
+def smoke_all(script: str, fields, configs, config_id, workers: int = 8, timeout_s: float = 120) -> dict:
+    """Each config's smoke run (``script --smoke``, ``smoke_in_child``) in a child process of its own (a
+    barrier waited on with the wrong phase hangs rather than fails: a hang must cost one config, not the
+    device call), ``workers`` at a time, reported; {config_id(config): what went wrong} of those that failed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        problems = pool.map(lambda config: smoke_in_child(script, fields, config, timeout_s), configs)
+    bad = {config_id(c): problem for c, problem in zip(configs, problems) if problem}
+    print(f"smoke: {len(configs) - len(bad)} of {len(configs)} configs right on the mask edges"
+          + "".join(f"\n  {k}: {v}" for k, v in bad.items()), flush=True)
+    return bad
+
+
+def config_cli(argv, parse_config, smoke, compile_offline, main):
+    """The command line of an experiment whose kernel takes a config string (rsmma_two_tiles.py,
+    rsmma_three_tiles.py): ``--smoke CONFIG`` prints ok or what went wrong and exits 1 then (what
+    ``smoke_in_child`` reads); ``--compile CONFIG`` prints the offline sm_90 schedule as JSON (shared bytes,
+    the wgmma waits, registers, spills); else ``main(OUT_DIR)``."""
+    if argv[1] == "--smoke":
+        problem = smoke(parse_config(argv[2]))
+        print(problem or "ok")
+        sys.exit(1 if problem else 0)
+    elif argv[1] == "--compile":
+        from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+
+        compiled = compile_offline(parse_config(argv[2]))
+        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)),
+                              **resources(compiled))))
+    else:
+        main(argv[1])
 
 
 def compile_tma_kernel(kernel, descriptors, consts: dict, num_warps: int, maxnreg: int):

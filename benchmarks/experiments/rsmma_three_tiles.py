@@ -286,14 +286,7 @@ def main(out_dir):
     if os.environ.get("THREE_TILES_SHAPES"):
         shapes = [tuple(int(x) for x in s.split("x")) for s in os.environ["THREE_TILES_SHAPES"].split(",")]
     ms = [int(m) for m in os.environ["THREE_TILES_MS"].split(",")] if os.environ.get("THREE_TILES_MS") else MS
-    from concurrent.futures import ThreadPoolExecutor
-
-    # each config's smoke run in a child of its own (a barrier waited on with the wrong phase hangs)
-    with ThreadPoolExecutor(len(CONFIGS)) as pool:
-        problems = pool.map(lambda c: gluon_checks.smoke_in_child(__file__, FIELDS, c, 240), CONFIGS)
-    unsound = {config_id(c): p for c, p in zip(CONFIGS, problems) if p}
-    print(f"smoke: {len(CONFIGS) - len(unsound)} of {len(CONFIGS)} configs right on the mask edges"
-          + "".join(f"\n  {k}: {v}" for k, v in unsound.items()), flush=True)
+    unsound = gluon_checks.smoke_all(__file__, FIELDS, CONFIGS, config_id, workers=len(CONFIGS), timeout_s=240)
     configs = [c for c in CONFIGS if config_id(c) not in unsound]
     forms = [(config_id(c), three_tile_launch(c), c["HI"] + c["MID"] + c["LO"]) for c in configs]
     forms += [("twotile." + rsmma_two_tiles.config_id(c), rsmma_two_tiles.two_tile_launch(c), c["HI"] + c["LO"])
@@ -335,15 +328,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--smoke":
-        problem = smoke(parse_config(sys.argv[2]))
-        print(problem or "ok")
-        sys.exit(1 if problem else 0)
-    elif sys.argv[1] == "--compile":
-        from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from benchmarks.experiments import gluon_checks
 
-        compiled = compile_offline(parse_config(sys.argv[2]))
-        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)),
-                              **resources(compiled))))
-    else:
-        main(sys.argv[1])
+    gluon_checks.config_cli(sys.argv, parse_config, smoke, compile_offline, main)

@@ -116,23 +116,6 @@ def smoke(config: dict) -> str | None:
                               smoke_shapes(config))
 
 
-def smoke_all(configs, workers: int = 8, timeout_s: float = 120) -> dict:
-    """Each config's smoke run in a child process of its own (a barrier waited on with the wrong phase
-    hangs rather than fails: a hang must cost one config, not the device call), ``workers`` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from benchmarks.experiments import gluon_checks
-
-    def one(config):
-        return gluon_checks.smoke_in_child(__file__, FIELDS, config, timeout_s)
-    with ThreadPoolExecutor(workers) as pool:
-        problems = dict(zip((config_id(c) for c in configs), pool.map(one, configs)))
-    bad = {k: v for k, v in problems.items() if v}
-    print(f"smoke: {len(configs) - len(bad)} of {len(configs)} configs right on the mask edges"
-          + "".join(f"\n  {k}: {v}" for k, v in bad.items()), flush=True)
-    return bad
-
-
 def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     """The kernel for ``config`` compiled for sm_90 without a GPU (CPU tensors for the descriptors), at
     M = HI + LO."""
@@ -220,7 +203,7 @@ def main(out_dir):
         "TWO_TILES_CONFIGS") else CONFIGS
     ms = [int(m) for m in os.environ["TWO_TILES_MS"].split(",")] if os.environ.get("TWO_TILES_MS") else MS
     warm(configs, [(M, K, N) for K, N in shapes for M in ms])
-    unsound = smoke_all(configs)
+    unsound = gluon_checks.smoke_all(__file__, FIELDS, configs, config_id)
     configs = [c for c in configs if config_id(c) not in unsound]
     rows = []
     for K, N in shapes:
@@ -268,15 +251,6 @@ def print_table(rows):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--smoke":
-        problem = smoke(parse_config(sys.argv[2]))
-        print(problem or "ok")
-        sys.exit(1 if problem else 0)
-    elif sys.argv[1] == "--compile":
-        from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from benchmarks.experiments import gluon_checks
 
-        compiled = compile_offline(parse_config(sys.argv[2]))
-        print(json.dumps(dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)),
-                              **resources(compiled))))
-    else:
-        main(sys.argv[1])
+    gluon_checks.config_cli(sys.argv, parse_config, smoke, compile_offline, main)
