@@ -25,7 +25,7 @@ class StoreError(RuntimeError):
 
 
 class _SchemaBeingCreated(Exception):
-    """Another worker has created the tables but not yet written the schema version."""
+    """Another worker has created some tunesearch tables but not yet ts_meta."""
 
 
 def resolve_url(url: str | None) -> str:
@@ -126,8 +126,9 @@ class Store:
     def _init_schema(self, attempts: int = 10):
         """Check a found schema's version, or create the schema. Workers starting together on a fresh
         database race to create it: on PostgreSQL they take turns under ``schema_lock``; on SQLite the
-        loser's CREATE TABLE fails ("already exists"), or it sees the tables before their version row,
-        and it looks again."""
+        loser's CREATE TABLE fails ("already exists") and it looks again; tables found without their
+        version row it completes (``create_all`` skips those that exist), since the worker that began them
+        may have lost the same race."""
         retry = (OperationalError, IntegrityError, _SchemaBeingCreated)
         try:
             create_in_turn(self.engine, self._check_or_create_schema, attempts, 0.1, retry)
@@ -148,15 +149,19 @@ class Store:
         if "ts_meta" in tables:
             with self._session() as s:
                 row = s.get(Meta, "schema_version")
-            if row is None and not last:
-                raise _SchemaBeingCreated  # by another worker, between its tables and this row
-            found = int(row.value) if row and row.value.isdigit() else None
-            if found != SCHEMA_VERSION:
-                raise StoreError(
-                    f"database {self.url!r} has tunesearch schema {found or 'unknown'}, this version "
-                    f"reads schema {SCHEMA_VERSION}; use another --db or a matching tunesearch")
-            return
-        if tables & {"ts_trials", "ts_gpus"}:
+            if row is not None:
+                found = int(row.value) if row.value.isdigit() else None
+                if found != SCHEMA_VERSION:
+                    raise StoreError(
+                        f"database {self.url!r} has tunesearch schema {found or 'unknown'}, this version "
+                        f"reads schema {SCHEMA_VERSION}; use another --db or a matching tunesearch")
+                return
+            # ts_meta with no version row: a creation in progress, or one whose worker lost a race (its
+            # CREATE TABLE or its row's commit failed and it then found ts_meta, as every worker would,
+            # and waited for a row none was left to write): complete it below, create_all skipping what exists
+        elif tables & {"ts_trials", "ts_gpus"}:
+            if not last:  # another worker between its first tables and ts_meta (created in name order)
+                raise _SchemaBeingCreated
             raise StoreError(f"database {self.url!r} has tunesearch tables but no schema version")
         Base.metadata.create_all(self.engine)
         with self._session() as s:
