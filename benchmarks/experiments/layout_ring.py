@@ -1,6 +1,7 @@
 """EXPERIMENT: does the weights' layout hold rsmma's ring over the streaming floor at small M (NOTES.md row 66)?
 
     python benchmarks/experiments/layout_ring.py OUT_DIR [FORM,...]   (on an sm_90 GPU: all forms or those named)
+    RING_KEYS="M,K,N;..." python benchmarks/experiments/layout_ring.py OUT_DIR [FORM,...]  (at those keys)
     python benchmarks/experiments/layout_ring.py --compile      (offline: the probe ring compiles for sm_90)
 
 The _s29 anatomy: at M <= 32 the TMA ring alone (no MMA) runs 1.5-3 us over the floor on 4096x11008,
@@ -25,9 +26,15 @@ apart. Each key's table pick (base layout) is timed whole and as the ring alone,
   only wait and free, A's tile and the packed block per stage, no scales), the same grid, stages and
   registers, reading the packed words as the base layout's 2-D box, or from a column-panel copy
   (int32 [N/64 * K/8, 64]: each 64-column tile's K/8 rows contiguous, so a block is one 4 KB run) with
-  the same box shape: the DRAM access pattern alone changes.
+  the same box shape: the DRAM access pattern alone changes;
+- frag_bk64, frag_bk128, frag_bk256 (and _noa, without A's tile; NOTES.md row 103): the bare ring on
+  frag32's boxes (the table's layout) with the family's epilogue, a token tile per BM rows, at the pick's
+  tile, splits and registers, the ring's bytes kept (twice or half the pick's stages at BK=64 or 256, two
+  scale rows a block at 256): whether fewer, larger blocks (a barrier round and a scale copy per 256 of K)
+  take the ring nearer the floor at M=32 and 64 before rsmma is changed for them.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -86,11 +93,13 @@ def _consume_second_slice(a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar
 
 
 @gluon.jit
-def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block, n_blocks, K,
-          PANEL: gl.constexpr, SCALES: gl.constexpr):
+def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, pid_m, first_block, n_blocks, K,
+          PANEL: gl.constexpr, SCALES: gl.constexpr, FRAG: gl.constexpr, A_TILES: gl.constexpr):
     STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = p_smem.type.shape[2]
+    BN: gl.constexpr = s_desc.block_type.shape[1]
+    A_BYTES: gl.constexpr = a_desc.block_type.nbytes if A_TILES else 0
     if SCALES == 2:  # all the CTA's scale rows (one a block: BK = the group size) in one box, first
         mbarrier.expect(s_bar.index(0), s_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(s_desc, [first_block, pid_n * BN], s_bar.index(0), s_smem)
@@ -100,23 +109,27 @@ def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, p
         bar = ready.index(s)
         kb = first_block + i
         if SCALES == 1:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
+            mbarrier.expect(bar, A_BYTES + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         else:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + p_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [0, kb * BK], bar, a_smem.index(s))
-        if PANEL:  # column tile pid_n's K/8 rows of BN words, one after another
+            mbarrier.expect(bar, A_BYTES + p_desc.block_type.nbytes)
+        if A_TILES:
+            tma.async_copy_global_to_shared(a_desc, [pid_m * BM, kb * BK], bar, a_smem.index(s))
+        if FRAG:  # frag32's rows [K/32, 4N]: the block's BK/32 rows of the tile's 4 BN words (1 KB at BN=64)
+            tma.async_copy_global_to_shared(p_desc, [kb * (BK // 32), pid_n * 4 * BN], bar, p_smem.index(s))
+        elif PANEL:  # column tile pid_n's K/8 rows of BN words, one after another
             tma.async_copy_global_to_shared(p_desc, [pid_n * (K // 8) + kb * (BK // 8), 0], bar, p_smem.index(s))
         else:
             tma.async_copy_global_to_shared(p_desc, [kb * (BK // 8), pid_n * BN], bar, p_smem.index(s))
-        if SCALES == 1:  # the block's scale row with it, as the family does
-            tma.async_copy_global_to_shared(s_desc, [kb, pid_n * BN], bar, s_smem.index(s))
+        if SCALES == 1:  # the block's scale row with it, as the family does (BK/128 rows at BK > 128)
+            tma.async_copy_global_to_shared(s_desc, [kb * BK // 128, pid_n * BN], bar, s_smem.index(s))
 
 
 @gluon.jit
 def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
                 STAGES: gl.constexpr, PANEL: gl.constexpr, SCALES: gl.constexpr, num_warps: gl.constexpr,
-                EPILOGUE: gl.constexpr = 0, SLICES: gl.constexpr = 1):
+                EPILOGUE: gl.constexpr = 0, SLICES: gl.constexpr = 1, FRAG: gl.constexpr = False,
+                A_TILES: gl.constexpr = True):
     """The TMA ring of rsmma's split-K grid (column tile, split) alone: A's [BM, BK] tile and the packed
     block [BK/8, BN] per stage; its consumers only wait for each slot and free it. SCALES: 0 none, 1 the
     block's scale row [1, BN] in each stage (the family's way), 2 the CTA's rows in one [S, BN] box
@@ -124,18 +137,24 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
     split reduction (`store_tile`: each split's fp32 partial stored, a counter, the last reads them all).
     SLICES=2: sliced K, two consumer warp groups taking the CTA's blocks in turn and summing their
     partials through shared memory, then the epilogue over the SPLIT_K CTAs a tile as before.
+    FRAG: the packed words as frag32's rows (the table's layout), a box [BK/32, 4 BN]; A_TILES=False: no A
+    tile in the ring. The grid's third axis is the token tile (A's rows from pid_m BM).
     (The Gluon families' signature, so that gluon_checks compiles it offline.)"""
     pid_n = gl.program_id(0)
+    pid_m = gl.program_id(2)
     blocks = K // BK
     per_split = (blocks + SPLIT_K - 1) // SPLIT_K
     first_block = gl.program_id(1) * per_split
     n_blocks = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
-    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
+    if FRAG:
+        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, 4 * BN], p_desc.layout)
+    else:
+        p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 8, BN], p_desc.layout)
     if SCALES == 2:
         s_smem = gl.allocate_shared_memory(gl.float16, s_desc.block_type.shape, s_desc.layout)
     else:
-        s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, s_desc.block_type.shape[0], BN], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     s_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
@@ -146,7 +165,7 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
     if SLICES == 1:
         gl.warp_specialize([(_consume, (a_smem, ready, empty, s_bar, n_blocks, SCALES)),
                             (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n,
-                                     first_block, n_blocks, K, PANEL, SCALES))], [1], [24])
+                                     pid_m, first_block, n_blocks, K, PANEL, SCALES, FRAG, A_TILES))], [1], [24])
         ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
                                                       instr_shape=[16, BM, 16])
         acc = gl.zeros([BN, BM], gl.float32, ACC)
@@ -161,12 +180,12 @@ def ring_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride
         (acc,) = gl.warp_specialize([
             (_consume_first_slice, (a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES)),
             (_consume_second_slice, (a_smem, p_smem, ready, empty, s_bar, red_smem, red_bar, n_blocks, SCALES)),
-            (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, first_block,
-                     n_blocks, K, PANEL, SCALES))], [4, 1], [48, 24])
+            (_load, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, pid_n, pid_m, first_block,
+                     n_blocks, K, PANEL, SCALES, FRAG, A_TILES))], [4, 1], [48, 24])
     if EPILOGUE > 0:  # as rsmma's split-K launch writes its C^T tile [BN, BM]
         parts = (blocks + per_split - 1) // per_split
-        store_tile(acc, c_ptr, pid_n * BN, 0, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr, pid_n,
-                   gl.program_id(1), parts, SPLIT_K, True)
+        store_tile(acc, c_ptr, pid_n * BN, pid_m * BM, N, M, stride_cn, stride_cm, ws_ptr, lock_ptr,
+                   pid_m * gl.num_programs(0) + pid_n, gl.program_id(1), parts, SPLIT_K, True)
 
 
 def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
@@ -175,41 +194,46 @@ def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
     return packed.view(KW, N // BN, BN).permute(1, 0, 2).contiguous().view(N // BN * KW, BN)
 
 
-def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_rows: int, BN: int = 64):
-    """ring_kernel's descriptors: A's tile, the packed box [BK/8, BN] over the base or the panel copy, and
+def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_rows: int, BN: int = 64,
+                      frag: bool = False):
+    """ring_kernel's descriptors: A's tile, the packed box [BK/8, BN] over the base or the panel copy (or
+    [BK/32, 4 BN] over the words viewed as frag32's rows [K/32, 4N]: the same bytes, frag32's boxes), and
     the scales' box of ``scale_rows`` rows."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.dqmma import shared_layouts
 
     a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
-    words = panel_copy(packed, BN) if panel else packed
+    if frag:
+        words, box = packed.view(packed.shape[0] // 4, 4 * packed.shape[1]), [BK // 32, 4 * BN]
+    else:
+        words, box = panel_copy(packed, BN) if panel else packed, [BK // 8, BN]
     return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
-            TensorDescriptor.from_tensor(words, [BK // 8, BN], p_layout),
+            TensorDescriptor.from_tensor(words, box, p_layout),
             TensorDescriptor.from_tensor(scales, [scale_rows, BN], s_layout))
 
 
 def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0,
-                 EPILOGUE: int = 0, BN: int = 64, SLICES: int = 1):
+                 EPILOGUE: int = 0, BN: int = 64, SLICES: int = 1, FRAG: bool = False, A_TILES: bool = True):
     """A no-argument launch of ring_kernel over these operands (the panel copy made here, once); SPLIT_K is
-    the CTAs a tile (SLICES warp groups each)."""
+    the CTAs a tile (SLICES warp groups each), one row of them per BM tokens."""
     M, K = a.shape
     N = packed.shape[1]
     per_split = -(-(K // BK) // SPLIT_K)
-    rows = 1 << (per_split - 1).bit_length() if SCALES == 2 else 1  # a power of two (zero-filled past K/G)
-    descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN)
-    tiles = N // BN
-    ws = torch.empty(tiles * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
-    locks = torch.zeros(tiles, dtype=torch.int32, device=a.device)
+    # SCALES=2: a power of two (zero-filled past K/G); else a block's rows, BK/128 at BK > 128
+    rows = 1 << (per_split - 1).bit_length() if SCALES == 2 else max(1, BK // 128)
+    descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN, FRAG)
+    tiles, tiles_m = N // BN, -(-M // BM)
+    ws = torch.empty(tiles * tiles_m * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
+    locks = torch.zeros(tiles * tiles_m, dtype=torch.int32, device=a.device)
     meta = dict(BM=BM, BN=BN, BK=BK, SPLIT_K=SPLIT_K, STAGES=STAGES, PANEL=panel, SCALES=SCALES, EPILOGUE=EPILOGUE,
-                SLICES=SLICES, num_warps=4, maxnreg=maxnreg)
-    return lambda: ring_kernel[(tiles, SPLIT_K)](*descs, out, ws, locks, M, N, K, out.stride(0), out.stride(1), **meta)
+                SLICES=SLICES, FRAG=FRAG, A_TILES=A_TILES, num_warps=4, maxnreg=maxnreg)
+    grid = (tiles, SPLIT_K, tiles_m)
+    return lambda: ring_kernel[grid](*descs, out, ws, locks, M, N, K, out.stride(0), out.stride(1), **meta)
 
 
 def compile_probe(panel: bool):
     """ring_kernel compiled for sm_90 offline (CPU stand-ins for a 4096x11008 layer): its TMA loads and registers."""
-    from benchmarks.sass_stats import disassemble, resources
-
     a = torch.empty(16, 4096, dtype=torch.float16)
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
@@ -217,18 +241,57 @@ def compile_probe(panel: bool):
     for scales_form, epilogue, slices in ((0, 0, 1), (1, 0, 1), (2, 0, 1), (1, 1, 1), (1, 1, 2)):
         descs = probe_descriptors(a, packed, scales, 16, 128, panel, 16 if scales_form == 2 else 1)
         consts = dict(BM=16, BN=64, BK=128, SPLIT_K=2 // slices, STAGES=6, PANEL=panel, SCALES=scales_form,
-                      EPILOGUE=epilogue, SLICES=slices, num_warps=4)
+                      EPILOGUE=epilogue, SLICES=slices, FRAG=False, A_TILES=True, num_warps=4)
         compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
-        sass = disassemble(compiled)
-        got[f"{scales_form}{epilogue}" + ("s" if slices == 2 else "")] = dict(
-            tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
-            atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass),
-            shared_stores=sum(op.startswith("STS") for _, op, _ in sass), **resources(compiled))
+        got[f"{scales_form}{epilogue}" + ("s" if slices == 2 else "")] = _schedule(compiled)
     return got
 
-# (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor)
+
+def _schedule(compiled) -> dict:
+    from benchmarks.sass_stats import disassemble, resources
+
+    sass = disassemble(compiled)
+    return dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                atomics=sum(op.startswith(("ATOMG", "RED")) for _, op, _ in sass),
+                shared_stores=sum(op.startswith("STS") for _, op, _ in sass), **resources(compiled))
+
+
+def compile_frag_probe():
+    """The frag32 ring (the family's epilogue) compiled offline at BK = 64, 128 and 256, with A's tile and
+    without, on 32-token tiles: what a block's stage moves."""
+    a = torch.empty(32, 4096, dtype=torch.float16)
+    packed = torch.empty(512, 11008, dtype=torch.int32)
+    scales = torch.empty(32, 11008, dtype=torch.float16)
+    got = {}
+    for bk in (64, 128, 256):
+        for a_tiles in (True, False):
+            descs = probe_descriptors(a, packed, scales, 32, bk, False, max(1, bk // 128), frag=True)
+            consts = dict(BM=32, BN=64, BK=bk, SPLIT_K=2, STAGES=3, PANEL=False, SCALES=1, EPILOGUE=1, SLICES=1,
+                          FRAG=True, A_TILES=a_tiles, num_warps=4)
+            compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
+            got[f"bk{bk}" + ("" if a_tiles else "_noa")] = _schedule(compiled)
+    return got
+
+# (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor);
+# RING_KEYS="M,K,N;..." names others
 KEYS = [(1, 4096, 11008), (16, 4096, 11008), (16, 11008, 4096), (16, 4096, 4096), (16, 4096, 22016),
         (32, 4096, 11008), (32, 11008, 4096)]
+
+
+def block_forms(probe: dict, copies) -> list:
+    """The bare frag32 ring with the family's epilogue (the pick's tile, splits and registers) at the pick's
+    BK, and at 64 and 256 with the ring's bytes kept (twice or half the stages, rounded up): whether fewer,
+    larger blocks a byte (one barrier round and one scale copy per 2 groups at BK=256) stream faster; each
+    with and without A's tile."""
+    forms = []
+    for bk in (64, 128, 256):
+        stages = max(2, -(-probe["STAGES"] * probe["BK"] // bk))
+        config = {**probe, "BK": bk, "STAGES": stages}
+        for a_tiles in (True, False):
+            name = f"frag_bk{bk}" + ("" if a_tiles else "_noa")
+            forms.append((name, [probe_launch(*c, **config, panel=False, SCALES=1, EPILOGUE=1, FRAG=True,
+                                              A_TILES=a_tiles) for c in copies]))
+    return forms
 
 
 def main(out_dir, only=None):
@@ -242,7 +305,8 @@ def main(out_dir, only=None):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for M, K, N in KEYS:
+    keys = [tuple(int(x) for x in key.split(",")) for key in os.environ.get("RING_KEYS", "").split(";") if key]
+    for M, K, N in keys or KEYS:
         variant = table.resolve(M, N, K, torch.device("cuda"))
         if variant.family != "rsmma":  # M=1 where the gemv holds the bucket: its rsmma seed instead
             variant = Variant.from_id("rsmma.bm16.bn64.bk128.sk2.w4.s6.c3")
@@ -254,7 +318,8 @@ def main(out_dir, only=None):
         inputs = CheckInputs(M, N, K, 128, "cuda")
         ops = Operands(M, N, K, 128, info.l2_bytes)
         wanted = lambda form: only is None or form in only  # noqa: E731
-        frag = [(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies] if wanted("frag32") else []
+        frag = ([(c[0], pack_frag32(c[1]), c[2], c[3]) for c in ops.copies]
+                if wanted("frag32") or wanted("ring_frag32") else [])
 
         def frag32(a, packed, scales, out, **overrides):
             return launcher(a, pack_frag32(packed), scales, out, **config, **overrides)
@@ -276,7 +341,8 @@ def main(out_dir, only=None):
                  ("probe_scale_box", [probe_launch(*c, **probe, panel=False, SCALES=2) for c in ops.copies]),
                  ("probe_tail", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1) for c in ops.copies]),
                  ("probe_sliced_tail", [probe_launch(*c, **sliced, panel=False, SCALES=1, EPILOGUE=1, SLICES=2)
-                                        for c in ops.copies]))
+                                        for c in ops.copies]),
+                 *block_forms(probe, ops.copies))
         forms = tuple((form, launches) for form, launches in forms if wanted(form))
         for form, launches in forms:
             try:
@@ -300,6 +366,6 @@ def main(out_dir, only=None):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
-        print(json.dumps({"base": compile_probe(False), "panel": compile_probe(True)}))
+        print(json.dumps({"base": compile_probe(False), "panel": compile_probe(True), "frag": compile_frag_probe()}))
     else:
         main(sys.argv[1], *(set(forms.split(",")) for forms in sys.argv[2:3]))
