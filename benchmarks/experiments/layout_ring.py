@@ -99,7 +99,8 @@ def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, p
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = s_desc.block_type.shape[1]
-    A_BYTES: gl.constexpr = a_desc.block_type.nbytes if A_TILES else 0
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]  # BM, or 1 at M=1: no rows past A to zero-fill
+    A_BYTES: gl.constexpr = (a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)) if A_TILES else 0
     if SCALES == 2:  # all the CTA's scale rows (one a block: BK = the group size) in one box, first
         mbarrier.expect(s_bar.index(0), s_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(s_desc, [first_block, pid_n * BN], s_bar.index(0), s_smem)
@@ -112,7 +113,17 @@ def _load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, s_bar, p
             mbarrier.expect(bar, A_BYTES + p_desc.block_type.nbytes + s_desc.block_type.nbytes)
         else:
             mbarrier.expect(bar, A_BYTES + p_desc.block_type.nbytes)
-        if A_TILES:
+        if A_TILES and A_ROWS < BM:
+            # M=1: token 0's row alone, one unswizzled [1, 64] box into each 128-byte column chunk of the slot
+            # (rows of a 128-byte swizzle XOR their 16-byte units with the row index: row 0 is the identity;
+            # Gluon does not slice a swizzled slot below its 8-row atom). The other rows keep what they held:
+            # their tokens' columns of C are masked at the store
+            gl.static_assert(A_ROWS == 1, "a box of one row only")
+            chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], a_desc.layout)
+            for c in gl.static_range(BK // 64):
+                tma.async_copy_global_to_shared(a_desc, [pid_m * BM, kb * BK + 64 * c], bar,
+                                                chunks.slice(c * BM, 1))
+        elif A_TILES:
             tma.async_copy_global_to_shared(a_desc, [pid_m * BM, kb * BK], bar, a_smem.index(s))
         if FRAG:  # frag32's rows [K/32, 4N]: the block's BK/32 rows of the tile's 4 BN words (1 KB at BN=64)
             tma.async_copy_global_to_shared(p_desc, [kb * (BK // 32), pid_n * 4 * BN], bar, p_smem.index(s))
@@ -195,10 +206,10 @@ def panel_copy(packed: torch.Tensor, BN: int = 64) -> torch.Tensor:
 
 
 def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_rows: int, BN: int = 64,
-                      frag: bool = False):
+                      frag: bool = False, a_rows: int | None = None):
     """ring_kernel's descriptors: A's tile, the packed box [BK/8, BN] over the base or the panel copy (or
     [BK/32, 4 BN] over the words viewed as frag32's rows [K/32, 4N]: the same bytes, frag32's boxes), and
-    the scales' box of ``scale_rows`` rows."""
+    the scales' box of ``scale_rows`` rows. ``a_rows=1``: A's row alone, in unswizzled [1, 64] boxes."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.dqmma import shared_layouts
@@ -208,13 +219,20 @@ def probe_descriptors(a, packed, scales, BM: int, BK: int, panel: bool, scale_ro
         words, box = packed.view(packed.shape[0] // 4, 4 * packed.shape[1]), [BK // 32, 4 * BN]
     else:
         words, box = panel_copy(packed, BN) if panel else packed, [BK // 8, BN]
-    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
+    if a_rows:  # M=1: one row's unswizzled 128-byte boxes (ring_kernel's A_ROWS)
+        assert a_rows == 1, "a box of one row only"
+        a_box = TensorDescriptor.from_tensor(a, [1, 64], gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16,
+                                                                             rank=2))
+    else:
+        a_box = TensorDescriptor.from_tensor(a, [BM, BK], a_layout)
+    return (a_box,
             TensorDescriptor.from_tensor(words, box, p_layout),
             TensorDescriptor.from_tensor(scales, [scale_rows, BN], s_layout))
 
 
 def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel: bool, SCALES: int = 0,
-                 EPILOGUE: int = 0, BN: int = 64, SLICES: int = 1, FRAG: bool = False, A_TILES: bool = True):
+                 EPILOGUE: int = 0, BN: int = 64, SLICES: int = 1, FRAG: bool = False, A_TILES: bool = True,
+                 A_ROWS: int | None = None):
     """A no-argument launch of ring_kernel over these operands (the panel copy made here, once); SPLIT_K is
     the CTAs a tile (SLICES warp groups each), one row of them per BM tokens."""
     M, K = a.shape
@@ -222,7 +240,7 @@ def probe_launch(a, packed, scales, out, BM, BK, STAGES, SPLIT_K, maxnreg, panel
     per_split = -(-(K // BK) // SPLIT_K)
     # SCALES=2: a power of two (zero-filled past K/G); else a block's rows, BK/128 at BK > 128
     rows = 1 << (per_split - 1).bit_length() if SCALES == 2 else max(1, BK // 128)
-    descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN, FRAG)
+    descs = probe_descriptors(a, packed, scales, BM, BK, panel, rows, BN, FRAG, A_ROWS)
     tiles, tiles_m = N // BN, -(-M // BM)
     ws = torch.empty(tiles * tiles_m * SPLIT_K * BN * BM, dtype=torch.float32, device=a.device)
     locks = torch.zeros(tiles * tiles_m, dtype=torch.int32, device=a.device)
@@ -258,7 +276,8 @@ def _schedule(compiled) -> dict:
 
 def compile_frag_probe():
     """The frag32 ring (the family's epilogue) compiled offline at BK = 64, 128 and 256, with A's tile and
-    without, on 32-token tiles: what a block's stage moves."""
+    without, on 32-token tiles, and with A's one row into an 8-token tile's slot (M=1): what a block's
+    stage moves."""
     a = torch.empty(32, 4096, dtype=torch.float16)
     packed = torch.empty(512, 11008, dtype=torch.int32)
     scales = torch.empty(32, 11008, dtype=torch.float16)
@@ -270,6 +289,11 @@ def compile_frag_probe():
                           FRAG=True, A_TILES=a_tiles, num_warps=4)
             compiled = gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80)
             got[f"bk{bk}" + ("" if a_tiles else "_noa")] = _schedule(compiled)
+    # an 8-token tile's slot given token 0's row alone (M=1)
+    descs = probe_descriptors(a[:1], packed, scales, 8, 128, False, 1, frag=True, a_rows=1)
+    consts = dict(BM=8, BN=64, BK=128, SPLIT_K=1, STAGES=6, PANEL=False, SCALES=1, EPILOGUE=1, SLICES=1,
+                  FRAG=True, A_TILES=True, num_warps=4)
+    got["bm8_row1"] = _schedule(gluon_checks.compile_tma_kernel(ring_kernel, descs, consts, 4, 80))
     return got
 
 # (M, K, N): the keys whose ring ran over the floor in the _s29 anatomy, and 4096x22016 (at the floor);
@@ -291,6 +315,10 @@ def block_forms(probe: dict, copies) -> list:
             name = f"frag_bk{bk}" + ("" if a_tiles else "_noa")
             forms.append((name, [probe_launch(*c, **config, panel=False, SCALES=1, EPILOGUE=1, FRAG=True,
                                               A_TILES=a_tiles) for c in copies]))
+    # M=1: A's one row in 128-byte boxes instead of BM rows of which TMA zero-fills those past M
+    if copies[0][0].shape[0] == 1:
+        forms.append(("frag_row1", [probe_launch(*c, **probe, panel=False, SCALES=1, EPILOGUE=1, FRAG=True,
+                                                 A_ROWS=1) for c in copies]))
     return forms
 
 
