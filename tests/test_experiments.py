@@ -431,3 +431,15 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
     assert decided == {"s47": [16, None, None], "s48a": [16, 16, 16]}
     # this tree's rule, where the tiles say nothing (gemm picks), decides as s48a
     assert [shape.split(m) for m in (17, 20, 32)] == [16, 16, 16]
+
+
+def test_rsmma_row_box_loads_a_in_one_box_of_m_rows_with_the_familys_schedule():
+    # rsmma_row_box.py (NOTES.md row 104): the family's kernel with A's box of 1, 2 or 4 rows (unswizzled,
+    # into the slot's first rows) takes A in one TMA load a block where the family's 8-row swizzled box of
+    # 256-byte rows takes two; the wgmmas, their waits and the registers are the family's, with no spills.
+    got = _compiled_offline("rsmma_row_box.py", "--compile", "")
+    assert [got[f"rows{r}"]["tma_loads"] for r in (1, 2, 4, 8)] == [3, 3, 3, 4]
+    for rows in (1, 2, 4):
+        form = got[f"rows{rows}"]
+        assert form["wgmma"] == got["rows8"]["wgmma"] and form["waits"] == got["rows8"]["waits"], rows
+        assert form["local"] == 0 and form["reg"] <= 80, rows

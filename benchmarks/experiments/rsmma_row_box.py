@@ -1,0 +1,176 @@
+"""EXPERIMENT: rsmma at M < 8 without the TMA's zero fill of A's rows past M (NOTES.md row 104).
+
+    python benchmarks/experiments/rsmma_row_box.py OUT_DIR      (on an sm_90 GPU: check, then time)
+    python benchmarks/experiments/rsmma_row_box.py --compile    (offline: the kernel's TMA loads and schedule)
+
+On 4096x22016 the M=1..4 picks run 0.5-0.7 us slower than the same variant at M=8 in every bench since
+_s31 (17.1-17.4 against 16.6-16.8 us), though M=1 reads less of A: an 8-token tile's A box has 8 rows and
+the TMA zero-fills those past M, which is slow (row 86; twotile's `_token_rows` avoids it). Here A's box
+has the next power of two of M rows, into the slot's first rows; the slot's other rows keep what they held
+and their tokens' columns of C are masked at every store. Gluon 3.6 does not slice a 128-byte-swizzled
+slot below its 8-row atom, so A's slots are unswizzled here (the wgmma reads them as they are): the kernel
+is the family's, its load partition replaced by ``rows_load_partition`` (only A's copy differs) before
+anything compiles. Each form is checked against A @ dequantize(W), then timed beside the table's pick.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
+
+from tunesearch.variants import rsmma  # noqa: E402
+from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
+
+UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+
+
+@gluon.jit
+def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
+                        group, PARTS: gl.constexpr):
+    """rsmma's `_load_partition`, but A's box may have fewer rows than the slot (M < BM): it fills the
+    slot's first rows."""
+    STAGES: gl.constexpr = a_smem.type.shape[0]
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BK: gl.constexpr = a_smem.type.shape[2]
+    BN: gl.constexpr = s_smem.type.shape[2]
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
+    P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
+    pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
+    for i in range(n_units):
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        bar = ready.index(s)
+        k = kb * BK
+        if PARTS & rsmma.A_COPY:
+            mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
+            if A_ROWS < BM:  # one token tile, M < BM: its rows alone
+                tma.async_copy_global_to_shared(a_desc, [0, k], bar, a_smem.index(s).slice(0, A_ROWS))
+            else:
+                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
+                                                a_smem.index(s))
+        else:
+            mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
+        if BASE:
+            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
+        else:
+            for j in gl.static_range(BN // 64):
+                tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
+                                                p_smem.index(s).slice(j * (BK // 32), BK // 32))
+        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+        pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
+
+
+def use_rows_partition():
+    """The family's kernel with ``rows_load_partition``: set before anything compiles (Triton's JIT looks
+    a kernel's callees up in its module when it compiles, and refuses a global that changed since)."""
+    rsmma._load_partition = rows_load_partition
+
+
+def row_box_launch(variant, unswizzled: bool = True):
+    """gluon_checks' launch of ``variant`` (the family's call) with A's descriptor a box of the next power of
+    two of M rows (at most BM), unswizzled; ``unswizzled=False`` keeps the family's box (BM rows, swizzled):
+    the same kernel source, the zero fill in place."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tunesearch.variants.api import _rsmma_call
+
+    def launch(a, packed, scales, out):
+        kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
+        M, bm, bk = a.shape[0], variant.params["BM"], variant.params["BK"]
+        if unswizzled:
+            rows = min(bm, 1 << (M - 1).bit_length())
+            args = (TensorDescriptor.from_tensor(a, [rows, bk], UNSWIZZLED), *args[1:])
+        return lambda: kernel[grid](*args, **meta)
+    return launch
+
+
+def compile_forms() -> dict:
+    """The M=1 pick of 4096x22016 compiled offline with A's box of 1, 2, 4 rows (unswizzled) and the family's
+    8 (swizzled), through ``rows_load_partition``: TMA loads, wgmma and their waits, registers, spills."""
+    from benchmarks.experiments import gluon_checks
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import _rsmma_call
+    from tunesearch.variants.layout import pack_frag32
+
+    use_rows_partition()
+    variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
+    got = {}
+    for rows in (1, 2, 4, 8):
+        a = torch.empty(rows, 4096, dtype=torch.float16)
+        packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
+        scales = torch.empty(32, 22016, dtype=torch.float16)
+        out = torch.empty(rows, 22016, dtype=torch.float16)
+        _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
+        if rows < 8:
+            args = (TensorDescriptor.from_tensor(a, [rows, 128], UNSWIZZLED), *args[1:])
+        consts = {k: v for k, v in meta.items() if k != "maxnreg"}
+        compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"],
+                                                   meta["maxnreg"])
+        sass = disassemble(compiled)
+        got[f"rows{rows}"] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                                  wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
+                                  **resources(compiled))
+    return got
+
+
+# (M, K, N): 4096x22016's M=1..4 (slower than its M=8) and M=1 on the other four shapes
+KEYS = [(1, 4096, 22016), (2, 4096, 22016), (4, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096),
+        (1, 4096, 12288), (1, 4096, 4096), (2, 4096, 4096)]
+
+
+def main(out_dir):
+    from benchmarks.experiments import gluon_checks
+    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes
+    from tunesearch.dispatch import Dispatcher, read_table
+    from tunesearch.gpu import gpu_info, stream_read_floor
+
+    use_rows_partition()
+    info = gpu_info(0)
+    table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
+    rows = []
+    for M, K, N in KEYS:
+        variant = table.resolve(M, N, K, torch.device("cuda"))
+        row = dict(M=M, K=K, N=N, variant=variant.id,
+                   floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
+        inputs = CheckInputs(M, N, K, 128, "cuda", layout="frag32")
+        ops = Operands(M, N, K, 128, info.l2_bytes, layout="frag32")
+        copies = ops.copies
+        for form, unswizzled in (("zero_fill", False), ("row_box", True)):
+            launch = row_box_launch(variant, unswizzled)
+            try:
+                err = gluon_checks.relative_error_of(launch, inputs)
+                row[f"{form}_rel_error"] = err
+                if not err < REL_TOL:
+                    raise AssertionError(f"WRONG: relative error {err:.3g}")
+                row[form] = graph_time([launch(*c) for c in copies], replays=20).us
+            except Exception as e:
+                row[form] = f"{type(e).__name__}: {str(e)[:200]}"
+        rows.append(row)
+        print(f"M={M} {K}x{N} {variant.id}: zero_fill {row['zero_fill']} row_box {row['row_box']} "
+              f"floor {row['floor']:.2f}", flush=True)
+        with open(f"{out_dir}/rsmma_row_box.json", "w") as f:
+            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+        del ops, copies, inputs
+    print(f"{'key':>17} {'variant':>40} {'zero_fill':>10} {'row_box':>10} {'floor':>8}")
+    for r in rows:
+        f = lambda x: f"{x:10.2f}" if isinstance(x, float) else "      fail"  # noqa: E731
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>40} {f(r['zero_fill'])} "
+              f"{f(r['row_box'])} {r['floor']:8.2f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--compile":
+        print(json.dumps(compile_forms()))
+    else:
+        main(sys.argv[1])
