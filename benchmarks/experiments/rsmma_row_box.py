@@ -5,12 +5,14 @@
 
 On 4096x22016 the M=1..4 picks run 0.5-0.7 us slower than the same variant at M=8 in every bench since
 _s31 (17.1-17.4 against 16.6-16.8 us), though M=1 reads less of A: an 8-token tile's A box has 8 rows and
-the TMA zero-fills those past M, which is slow (row 86; twotile's `_token_rows` avoids it). Here A's box
-has the next power of two of M rows, into the slot's first rows; the slot's other rows keep what they held
-and their tokens' columns of C are masked at every store. Gluon 3.6 does not slice a 128-byte-swizzled
-slot below its 8-row atom, so A's slots are unswizzled here (the wgmma reads them as they are): the kernel
-is the family's, its load partition replaced by ``rows_load_partition`` (only A's copy differs) before
-anything compiles. Each form is checked against A @ dequantize(W), then timed beside the table's pick.
+the TMA zero-fills those past M, which is slow (row 86; twotile's `_token_rows` avoids it); the bare
+ring (`layout_ring.py`'s frag_row1) ran 0.86 us faster there with token 0's row alone. Here, at M=1,
+A's box is [1, 64] in the slot's own (swizzled) layout, copied into the first row of each 128-byte column
+chunk of the slot; the slot's other rows keep what they held, and their tokens' columns of C are masked at
+every store. The kernel is the family's, its load partition replaced by ``rows_load_partition`` (only A's
+copy differs) before anything compiles. Each form is checked against A @ dequantize(W), then timed beside
+the same kernel with the family's 8-row box. (The first form, A's slots unswizzled with an M-row box into
+their first rows, compiled but faulted on the GPU: an illegal address, `rsmma_row_box_unswizzled_…_s51.log`.)
 """
 import json
 import sys
@@ -28,6 +30,8 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # no
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
+# a view of a slot's 128-byte column chunks as plain rows, which Gluon slices to one row (a 128-byte swizzle
+# XORs a row's 16-byte units with its index in the 8-row atom: row 0's bytes lie as they would unswizzled)
 UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
 
 
@@ -41,6 +45,7 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = s_smem.type.shape[2]
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
     BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
     pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
@@ -50,9 +55,12 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
         bar = ready.index(s)
         k = kb * BK
         if PARTS & rsmma.A_COPY:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
-            if A_ROWS < BM:  # one token tile, M < BM: its rows alone
-                tma.async_copy_global_to_shared(a_desc, [0, k], bar, a_smem.index(s).slice(0, A_ROWS))
+            mbarrier.expect(bar, A_BYTES + P_BYTES + s_desc.block_type.nbytes)
+            if A_ROWS < BM:  # M=1: token 0's row alone, a [1, 64] box into each 128-byte column chunk's first row
+                gl.static_assert(A_ROWS == 1, "a box of one row only")
+                chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], UNSWIZZLED)
+                for c in gl.static_range(BK // 64):
+                    tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, 1))
             else:
                 tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
                                                 a_smem.index(s))
@@ -74,27 +82,25 @@ def use_rows_partition():
     rsmma._load_partition = rows_load_partition
 
 
-def row_box_launch(variant, unswizzled: bool = True):
-    """gluon_checks' launch of ``variant`` (the family's call) with A's descriptor a box of the next power of
-    two of M rows (at most BM), unswizzled; ``unswizzled=False`` keeps the family's box (BM rows, swizzled):
-    the same kernel source, the zero fill in place."""
+def row_box_launch(variant, one_row: bool = True):
+    """gluon_checks' launch of ``variant`` (the family's call); at M=1 (``one_row``) A's descriptor a box of
+    [1, 64] in the family's shared layout (the slot's), else the family's box (BM rows, 7 zero-filled at
+    M=1): the same kernel source either way."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.api import _rsmma_call
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        M, bm, bk = a.shape[0], variant.params["BM"], variant.params["BK"]
-        if unswizzled:
-            rows = min(bm, 1 << (M - 1).bit_length())
-            args = (TensorDescriptor.from_tensor(a, [rows, bk], UNSWIZZLED), *args[1:])
+        if one_row and a.shape[0] == 1:  # the slot's layout (the family's box's), a box of one row
+            args = (TensorDescriptor.from_tensor(a, [1, 64], args[0].layout), *args[1:])
         return lambda: kernel[grid](*args, **meta)
     return launch
 
 
 def compile_forms() -> dict:
-    """The M=1 pick of 4096x22016 compiled offline with A's box of 1, 2, 4 rows (unswizzled) and the family's
-    8 (swizzled), through ``rows_load_partition``: TMA loads, wgmma and their waits, registers, spills."""
+    """The M=1 pick of 4096x22016 compiled offline with A's box of one row and the family's 8 rows, through
+    ``rows_load_partition``: TMA loads, wgmma and their waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -106,14 +112,14 @@ def compile_forms() -> dict:
     use_rows_partition()
     variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
     got = {}
-    for rows in (1, 2, 4, 8):
+    for rows in (1, 8):
         a = torch.empty(rows, 4096, dtype=torch.float16)
         packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
         scales = torch.empty(32, 22016, dtype=torch.float16)
         out = torch.empty(rows, 22016, dtype=torch.float16)
         _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        if rows < 8:
-            args = (TensorDescriptor.from_tensor(a, [rows, 128], UNSWIZZLED), *args[1:])
+        if rows == 1:
+            args = (TensorDescriptor.from_tensor(a, [1, 64], args[0].layout), *args[1:])
         consts = {k: v for k, v in meta.items() if k != "maxnreg"}
         compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"],
                                                    meta["maxnreg"])
@@ -124,9 +130,8 @@ def compile_forms() -> dict:
     return got
 
 
-# (M, K, N): 4096x22016's M=1..4 (slower than its M=8) and M=1 on the other four shapes
-KEYS = [(1, 4096, 22016), (2, 4096, 22016), (4, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096),
-        (1, 4096, 12288), (1, 4096, 4096), (2, 4096, 4096)]
+# (M, K, N): M=1 on the five shapes, and 4096x22016's M=8 (the same pick, A's box full)
+KEYS = [(1, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096), (1, 4096, 12288), (1, 4096, 4096)]
 
 
 def main(out_dir):
@@ -146,8 +151,8 @@ def main(out_dir):
         inputs = CheckInputs(M, N, K, 128, "cuda", layout="frag32")
         ops = Operands(M, N, K, 128, info.l2_bytes, layout="frag32")
         copies = ops.copies
-        for form, unswizzled in (("zero_fill", False), ("row_box", True)):
-            launch = row_box_launch(variant, unswizzled)
+        for form, one_row in (("zero_fill", False), ("row_box", True)):
+            launch = row_box_launch(variant, one_row)
             try:
                 err = gluon_checks.relative_error_of(launch, inputs)
                 row[f"{form}_rel_error"] = err
