@@ -433,11 +433,13 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
     assert [shape.split(m) for m in (17, 20, 32)] == [16, 16, 16]
 
 
-def test_rsmma_row_box_loads_token_zeros_row_alone_with_the_familys_schedule():
-    # rsmma_row_box.py (NOTES.md row 104): at M=1 the family's kernel takes A's row in one [1, 64] box per
-    # 128-byte column chunk of the slot (two at BK=128, as many as the family's 8-row box), with the
-    # family's wgmmas, waits and registers, and no spills.
+def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():
+    # rsmma_row_box.py (NOTES.md row 104): at M < 8 the family's kernel takes A's M rows (1, 2 or 4) in one
+    # box per 128-byte column chunk of the slot (two at BK=128, as many as the family's 8-row box), with
+    # the family's wgmmas, waits and registers, and no spills.
     got = _compiled_offline("rsmma_row_box.py", "--compile", "")
-    assert got["rows1"]["tma_loads"] == got["rows8"]["tma_loads"] == 4
-    assert got["rows1"]["wgmma"] == got["rows8"]["wgmma"] and got["rows1"]["waits"] == got["rows8"]["waits"]
-    assert got["rows1"]["local"] == 0 and got["rows1"]["reg"] <= 80
+    for rows in (1, 2, 4):
+        form = got[f"rows{rows}"]
+        assert form["tma_loads"] == got["rows8"]["tma_loads"] == 4, rows
+        assert form["wgmma"] == got["rows8"]["wgmma"] and form["waits"] == got["rows8"]["waits"], rows
+        assert form["local"] == 0 and form["reg"] <= 80, rows

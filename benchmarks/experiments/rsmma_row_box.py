@@ -15,6 +15,7 @@ the same kernel with the family's 8-row box. (The first form, A's slots unswizzl
 their first rows, compiled but faulted on the GPU: an illegal address, `rsmma_row_box_unswizzled_…_s51.log`.)
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # no
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
-# a view of a slot's 128-byte column chunks as plain rows, which Gluon slices to one row (a 128-byte swizzle
-# XORs a row's 16-byte units with its index in the 8-row atom: row 0's bytes lie as they would unswizzled)
+# a view of a slot's 128-byte column chunks as plain rows, which Gluon slices below the 8-row atom of a
+# 128-byte swizzle; the TMA swizzles what it writes there by the shared address (the descriptor's mode), so
+# rows 0..R-1 land as the slot's layout holds them
 UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
 
 
@@ -56,11 +58,10 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
         k = kb * BK
         if PARTS & rsmma.A_COPY:
             mbarrier.expect(bar, A_BYTES + P_BYTES + s_desc.block_type.nbytes)
-            if A_ROWS < BM:  # M=1: token 0's row alone, a [1, 64] box into each 128-byte column chunk's first row
-                gl.static_assert(A_ROWS == 1, "a box of one row only")
+            if A_ROWS < BM:  # M < BM: A's rows alone, a [A_ROWS, 64] box into each 128-byte column chunk's first rows
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], UNSWIZZLED)
                 for c in gl.static_range(BK // 64):
-                    tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, 1))
+                    tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
             else:
                 tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
                                                 a_smem.index(s))
@@ -92,14 +93,15 @@ def row_box_launch(variant, one_row: bool = True):
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        if one_row and a.shape[0] == 1:  # the slot's layout (the family's box's), a box of one row
-            args = (TensorDescriptor.from_tensor(a, [1, 64], args[0].layout), *args[1:])
+        rows = 1 << (a.shape[0] - 1).bit_length()
+        if one_row and rows < variant.params["BM"]:  # the slot's layout (the family's box's), M's rows
+            args = (TensorDescriptor.from_tensor(a, [rows, 64], args[0].layout), *args[1:])
         return lambda: kernel[grid](*args, **meta)
     return launch
 
 
 def compile_forms() -> dict:
-    """The M=1 pick of 4096x22016 compiled offline with A's box of one row and the family's 8 rows, through
+    """The M=1 pick of 4096x22016 compiled offline with A's box of 1, 2, 4 rows and the family's 8, through
     ``rows_load_partition``: TMA loads, wgmma and their waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
@@ -112,14 +114,14 @@ def compile_forms() -> dict:
     use_rows_partition()
     variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
     got = {}
-    for rows in (1, 8):
+    for rows in (1, 2, 4, 8):
         a = torch.empty(rows, 4096, dtype=torch.float16)
         packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
         scales = torch.empty(32, 22016, dtype=torch.float16)
         out = torch.empty(rows, 22016, dtype=torch.float16)
         _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        if rows == 1:
-            args = (TensorDescriptor.from_tensor(a, [1, 64], args[0].layout), *args[1:])
+        if rows < 8:
+            args = (TensorDescriptor.from_tensor(a, [rows, 64], args[0].layout), *args[1:])
         consts = {k: v for k, v in meta.items() if k != "maxnreg"}
         compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"],
                                                    meta["maxnreg"])
@@ -132,6 +134,8 @@ def compile_forms() -> dict:
 
 # (M, K, N): M=1 on the five shapes, and 4096x22016's M=8 (the same pick, A's box full)
 KEYS = [(1, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096), (1, 4096, 12288), (1, 4096, 4096)]
+if os.environ.get("ROW_BOX_KEYS"):  # "M,K,N;..."
+    KEYS = [tuple(int(x) for x in key.split(",")) for key in os.environ["ROW_BOX_KEYS"].split(";")]
 
 
 def main(out_dir):
