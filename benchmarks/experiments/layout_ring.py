@@ -389,7 +389,7 @@ def main(out_dir, only=None):
     print(f"{'key':>17} {'variant':>36} " + " ".join(f"{n:>11}" for n in names))
     for r in rows:
         f = lambda x: f"{x:11.2f}" if isinstance(x, float) else "       fail"  # noqa: E731
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>36} " + " ".join(f(r[n]) for n in names))
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>36} " + " ".join(f(r.get(n)) for n in names))
 
 
 if __name__ == "__main__":
