@@ -93,9 +93,10 @@ def row_box_launch(variant, one_row: bool = True):
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        rows = 1 << (a.shape[0] - 1).bit_length()
-        if one_row and rows < variant.params["BM"]:  # the slot's layout (the family's box's), M's rows
-            args = (TensorDescriptor.from_tensor(a, [rows, 64], args[0].layout), *args[1:])
+        rows, bm = 1 << (a.shape[0] - 1).bit_length(), variant.params["BM"]
+        # the slot's layout (the family's box's) either way: M's rows, or BM (row_box.patch applied or not)
+        box = [rows, 64] if one_row and rows < bm else [bm, variant.params["BK"]]
+        args = (TensorDescriptor.from_tensor(a, box, args[0].layout), *args[1:])
         return lambda: kernel[grid](*args, **meta)
     return launch
 
