@@ -434,12 +434,17 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
 
 
 def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():
-    # rsmma_row_box.py (NOTES.md row 104): at M < 8 the family's kernel takes A's M rows (1, 2 or 4) in one
-    # box per 128-byte column chunk of the slot (two at BK=128, as many as the family's 8-row box), with
-    # the family's wgmmas, waits and registers, and no spills.
+    # rsmma_row_box.py (NOTES.md row 104): at M < 8 the family's kernel takes A's M rows in boxes per
+    # 128-byte column chunk of the slot (two chunks at BK=128; the family's 8-row box is two TMA copies too,
+    # one per chunk), with the family's wgmmas, waits and registers, and no spills. Per chunk: a box of 1
+    # row and rows 1..6 as predicated copies of their own (row_copies; M=1 issues none of them); a box of 2
+    # or 4 rows and 1 or 3 predicated copies of A's last rows from rows 1..R-1 (two_box; one issued where M
+    # is not a power of two). The packed weights and the scales are one copy each.
     got = _compiled_offline("rsmma_row_box.py", "--compile", "")
-    for rows in (1, 2, 4):
-        form = got[f"rows{rows}"]
-        assert form["tma_loads"] == got["rows8"]["tma_loads"] == 4, rows
-        assert form["wgmma"] == got["rows8"]["wgmma"] and form["waits"] == got["rows8"]["waits"], rows
-        assert form["local"] == 0 and form["reg"] <= 80, rows
+    a_copies = {"rows8": 1, "rows1": 7, "row_copies7": 7, "rows2": 2, "two_box2": 2, "rows4": 4, "two_box4": 4}
+    assert set(got) == set(a_copies)
+    for name, per_chunk in a_copies.items():
+        form = got[name]
+        assert form["tma_loads"] == 2 * per_chunk + 2, name
+        assert form["wgmma"] == got["rows8"]["wgmma"] and form["waits"] == got["rows8"]["waits"], name
+        assert form["local"] == 0 and form["reg"] <= 80, name

@@ -13,6 +13,15 @@ every store. The kernel is the family's, its load partition replaced by ``rows_l
 copy differs) before anything compiles. Each form is checked against A @ dequantize(W), then timed beside
 the same kernel with the family's 8-row box. (The first form, A's slots unswizzled with an M-row box into
 their first rows, compiled but faulted on the GPU: an illegal address, `rsmma_row_box_unswizzled_…_s51.log`.)
+
+Forms (``ROW_BOX_FORMS``, comma-separated; all four by default), each A's box's rows by ``box_rows``:
+``zero_fill`` (the family's box, BM rows); ``row_box`` (row_box.patch's host rule: M's next power of two of
+rows, so M=3 still zero-fills one row and M=5..7 at BM=8 the family's box); ``two_box`` (M's last power of
+two R <= 4: the first R rows, then the last R, which overlap them, at the slot's rows M - R..M-1: no row
+past A at M=3, 5, 6, 7); ``row_copies`` (M <= 7: a box of one row, M copies a chunk). Both new forms write
+boxes 128 B past a 1024-byte swizzle atom's start (rows 1..6 of a chunk): the TMA swizzles by the shared
+address, so the rows should land as the slot holds them, but no run has tried it yet; run them alone
+(``ROW_BOX_FORMS=two_box,row_copies ROW_BOX_TAG=_new``) so that a fault loses nothing else.
 """
 import json
 import os
@@ -35,18 +44,26 @@ from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E
 # 128-byte swizzle; the TMA swizzles what it writes there by the shared address (the descriptor's mode), so
 # rows 0..R-1 land as the slot's layout holds them
 UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+# the largest box of rows that takes a second, overlapping box for M's rows past it (M < 2 R): one
+# predicated copy per possible offset 1..R-1 a chunk, of which M's alone is issued
+TWO_BOX_ROWS = gl.constexpr(4)
+# the most rows a launch copies as one-row boxes (a box of 1 row: M's rows, one predicated copy each)
+ROW_COPY_ROWS = gl.constexpr(7)
 
 
 @gluon.jit
 def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
                         group, PARTS: gl.constexpr):
     """rsmma's `_load_partition`, but A's box may have fewer rows than the slot (M < BM): it fills the
-    slot's first rows."""
+    slot's first rows. A box of one row copies each of M's rows (M <= ROW_COPY_ROWS); one of R rows, 1 < R
+    <= TWO_BOX_ROWS, with M > R, takes a second box of A's last R rows into the slot's rows M - R..M-1
+    (overlapping the first: the same values written twice)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = s_smem.type.shape[2]
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
+    ROW_COPIES: gl.constexpr = min(BM, ROW_COPY_ROWS)
     A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
     BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
@@ -57,11 +74,31 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
         bar = ready.index(s)
         k = kb * BK
         if PARTS & rsmma.A_COPY:
-            mbarrier.expect(bar, A_BYTES + P_BYTES + s_desc.block_type.nbytes)
+            M = a_desc.shape[0]
+            REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
+            # one expect a phase (it arrives), of the bytes M's copies bring
+            if A_ROWS == 1 and A_ROWS < BM:  # M one-row boxes a chunk
+                for m in gl.static_range(1, ROW_COPIES + 1):
+                    mbarrier.expect(bar, m * A_BYTES + REST, pred=M == m)
+            elif A_ROWS < BM and A_ROWS <= TWO_BOX_ROWS:  # one box, or two where M > A_ROWS
+                mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
+                mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
+            else:
+                mbarrier.expect(bar, A_BYTES + REST)
             if A_ROWS < BM:  # M < BM: A's rows alone, a [A_ROWS, 64] box into each 128-byte column chunk's first rows
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], UNSWIZZLED)
                 for c in gl.static_range(BK // 64):
                     tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
+                    if A_ROWS == 1:  # rows 1..M-1, one box each
+                        for j in gl.static_range(1, ROW_COPIES):
+                            tma.async_copy_global_to_shared(a_desc, [j, k + 64 * c], bar, chunks.slice(c * BM + j, 1),
+                                                            pred=j < M)
+                    elif A_ROWS <= TWO_BOX_ROWS:  # rows A_ROWS..M-1 (M < 2 A_ROWS): the box of A's last rows,
+                        # written from its first row's address (Gluon slices the chunk's rows at multiples of
+                        # the slice's length only; the TMA writes the descriptor's box from the address given)
+                        for shift in gl.static_range(1, A_ROWS):
+                            tma.async_copy_global_to_shared(a_desc, [shift, k + 64 * c], bar,
+                                                            chunks.slice(c * BM + shift, 1), pred=M - A_ROWS == shift)
             else:
                 tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
                                                 a_smem.index(s))
@@ -83,26 +120,48 @@ def use_rows_partition():
     rsmma._load_partition = rows_load_partition
 
 
-def row_box_launch(variant, one_row: bool = True):
-    """gluon_checks' launch of ``variant`` (the family's call); at M=1 (``one_row``) A's descriptor a box of
-    [1, 64] in the family's shared layout (the slot's), else the family's box (BM rows, 7 zero-filled at
-    M=1): the same kernel source either way."""
+FORMS = ("zero_fill", "row_box", "two_box", "row_copies")
+
+
+def box_rows(M: int, BM: int, form: str) -> int:
+    """The rows of A's box for a launch of M tokens on BM-token tiles, by ``form`` (BM: the family's box)."""
+    above = 1 << (M - 1).bit_length()  # M's next power of two
+    below = 1 << (M.bit_length() - 1)  # M's last power of two
+    if form == "zero_fill" or M >= BM:
+        return BM
+    if form == "two_box" and below <= TWO_BOX_ROWS.value:
+        return below
+    if form == "row_copies" and M <= ROW_COPY_ROWS.value:
+        return 1
+    return min(above, BM)
+
+
+def row_box_launch(variant, form: str):
+    """gluon_checks' launch of ``variant`` (the family's call), A's descriptor's box of ``box_rows`` rows:
+    [R, 64] in the family's shared layout (the slot's) below BM, else the family's [BM, BK]; the same
+    kernel source every form."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.api import _rsmma_call
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        rows, bm = 1 << (a.shape[0] - 1).bit_length(), variant.params["BM"]
-        # the slot's layout (the family's box's) either way: M's rows, or BM (row_box.patch applied or not)
-        box = [rows, 64] if one_row and rows < bm else [bm, variant.params["BK"]]
+        bm = variant.params["BM"]
+        rows = box_rows(a.shape[0], bm, form)
+        box = [rows, 64] if rows < bm else [bm, variant.params["BK"]]
         args = (TensorDescriptor.from_tensor(a, box, args[0].layout), *args[1:])
         return lambda: kernel[grid](*args, **meta)
     return launch
 
 
+# (form, M, A's box rows) compiled offline: the family's box, one box of 1, 2, 4 rows (M=1's being also
+# row_copies' kernel, its copies of rows 1..6 predicated), two of 2 and of 4
+COMPILED = [("rows8", 8, 8), ("rows1", 1, 1), ("rows2", 2, 2), ("rows4", 4, 4), ("two_box2", 3, 2),
+            ("two_box4", 7, 4), ("row_copies7", 7, 1)]
+
+
 def compile_forms() -> dict:
-    """The M=1 pick of 4096x22016 compiled offline with A's box of 1, 2, 4 rows and the family's 8, through
+    """The M=1 pick of 4096x22016 compiled offline with A's box of ``COMPILED``'s rows, through
     ``rows_load_partition``: TMA loads, wgmma and their waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
@@ -115,11 +174,11 @@ def compile_forms() -> dict:
     use_rows_partition()
     variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
     got = {}
-    for rows in (1, 2, 4, 8):
-        a = torch.empty(rows, 4096, dtype=torch.float16)
+    for name, M, rows in COMPILED:
+        a = torch.empty(M, 4096, dtype=torch.float16)
         packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
         scales = torch.empty(32, 22016, dtype=torch.float16)
-        out = torch.empty(rows, 22016, dtype=torch.float16)
+        out = torch.empty(M, 22016, dtype=torch.float16)
         _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
         if rows < 8:
             args = (TensorDescriptor.from_tensor(a, [rows, 64], args[0].layout), *args[1:])
@@ -127,9 +186,9 @@ def compile_forms() -> dict:
         compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"],
                                                    meta["maxnreg"])
         sass = disassemble(compiled)
-        got[f"rows{rows}"] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
-                                  wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
-                                  **resources(compiled))
+        got[name] = dict(tma_loads=sum(op.startswith("UTMALDG") for _, op, _ in sass),
+                         wgmma=sum(op.startswith("HGMMA") for _, op, _ in sass), waits=wgmma_waits(sass),
+                         **resources(compiled))
     return got
 
 
@@ -145,6 +204,10 @@ def main(out_dir):
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
 
+    forms = os.environ.get("ROW_BOX_FORMS", ",".join(FORMS)).split(",")
+    if unknown := set(forms) - set(FORMS):
+        raise SystemExit(f"ROW_BOX_FORMS: no form {sorted(unknown)}; the forms are {', '.join(FORMS)}")
+    path = f"{out_dir}/rsmma_row_box{os.environ.get('ROW_BOX_TAG', '')}.json"
     use_rows_partition()
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
@@ -156,8 +219,9 @@ def main(out_dir):
         inputs = CheckInputs(M, N, K, 128, "cuda", layout="frag32")
         ops = Operands(M, N, K, 128, info.l2_bytes, layout="frag32")
         copies = ops.copies
-        for form, one_row in (("zero_fill", False), ("row_box", True)):
-            launch = row_box_launch(variant, one_row)
+        for form in forms:
+            row[f"{form}_box_rows"] = box_rows(M, variant.params["BM"], form)
+            launch = row_box_launch(variant, form)
             try:
                 err = gluon_checks.relative_error_of(launch, inputs)
                 row[f"{form}_rel_error"] = err
@@ -167,16 +231,16 @@ def main(out_dir):
             except Exception as e:
                 row[form] = f"{type(e).__name__}: {str(e)[:200]}"
         rows.append(row)
-        print(f"M={M} {K}x{N} {variant.id}: zero_fill {row['zero_fill']} row_box {row['row_box']} "
-              f"floor {row['floor']:.2f}", flush=True)
-        with open(f"{out_dir}/rsmma_row_box.json", "w") as f:
-            json.dump(dict(gpu=info.to_dict(), rows=rows), f, indent=1)
+        print(f"M={M} {K}x{N} {variant.id}: " + " ".join(f"{form} {row[form]}" for form in forms)
+              + f" floor {row['floor']:.2f}", flush=True)
+        with open(path, "w") as f:
+            json.dump(dict(gpu=info.to_dict(), forms=forms, rows=rows), f, indent=1)
         del ops, copies, inputs
-    print(f"{'key':>17} {'variant':>40} {'zero_fill':>10} {'row_box':>10} {'floor':>8}")
+    print(f"{'key':>17} {'variant':>40} " + " ".join(f"{form:>10}" for form in forms) + f" {'floor':>8}")
     for r in rows:
         f = lambda x: f"{x:10.2f}" if isinstance(x, float) else "      fail"  # noqa: E731
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>40} {f(r['zero_fill'])} "
-              f"{f(r['row_box'])} {r['floor']:8.2f}")
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>40} "
+              + " ".join(f(r[form]) for form in forms) + f" {r['floor']:8.2f}")
 
 
 if __name__ == "__main__":
