@@ -434,14 +434,13 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
 
 
 def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():
-    # rsmma_row_box.py (NOTES.md row 104): at M < 8 the family's kernel takes A's M rows in boxes per
-    # 128-byte column chunk of the slot (two chunks at BK=128; the family's 8-row box is two TMA copies too,
-    # one per chunk), with the family's wgmmas, waits and registers, and no spills. Per chunk: a box of 1
-    # row and rows 1..6 as predicated copies of their own (row_copies; M=1 issues none of them); a box of 2
-    # or 4 rows and 1 or 3 predicated copies of A's last rows from rows 1..R-1 (two_box; one issued where M
-    # is not a power of two). The packed weights and the scales are one copy each.
+    # rsmma_row_box.py (NOTES.md row 104): at M < 8 the family's kernel takes A's rows in boxes of R < 8
+    # rows per 128-byte column chunk of the slot (two chunks at BK=128; the family's 8-row box is two TMA
+    # copies too, one per chunk), each chunk's first box with a second one of A's last R rows (predicated:
+    # issued where M > R), with the family's wgmmas, waits and registers, and no spills; the packed weights
+    # and the scales are one copy each.
     got = _compiled_offline("rsmma_row_box.py", "--compile", "")
-    a_copies = {"rows8": 1, "rows1": 7, "row_copies7": 7, "rows2": 2, "two_box2": 2, "rows4": 4, "two_box4": 4}
+    a_copies = {"rows8": 1, "rows1": 2, "rows2": 2, "rows4": 2, "two_box2": 2, "two_box4": 2}
     assert set(got) == set(a_copies)
     for name, per_chunk in a_copies.items():
         form = got[name]

@@ -1,4 +1,4 @@
-"""EXPERIMENT: rsmma at M < 8 without the TMA's zero fill of A's rows past M (NOTES.md row 104).
+"""EXPERIMENT: rsmma at M < BM without the TMA's zero fill of A's rows past M (NOTES.md row 104).
 
     python benchmarks/experiments/rsmma_row_box.py OUT_DIR      (on an sm_90 GPU: check, then time)
     python benchmarks/experiments/rsmma_row_box.py --compile    (offline: the kernel's TMA loads and schedule)
@@ -6,22 +6,25 @@
 On 4096x22016 the M=1..4 picks run 0.5-0.7 us slower than the same variant at M=8 in every bench since
 _s31 (17.1-17.4 against 16.6-16.8 us), though M=1 reads less of A: an 8-token tile's A box has 8 rows and
 the TMA zero-fills those past M, which is slow (row 86; twotile's `_token_rows` avoids it); the bare
-ring (`layout_ring.py`'s frag_row1) ran 0.86 us faster there with token 0's row alone. Here, at M=1,
-A's box is [1, 64] in the slot's own (swizzled) layout, copied into the first row of each 128-byte column
-chunk of the slot; the slot's other rows keep what they held, and their tokens' columns of C are masked at
-every store. The kernel is the family's, its load partition replaced by ``rows_load_partition`` (only A's
-copy differs) before anything compiles. Each form is checked against A @ dequantize(W), then timed beside
-the same kernel with the family's 8-row box. (The first form, A's slots unswizzled with an M-row box into
-their first rows, compiled but faulted on the GPU: an illegal address, `rsmma_row_box_unswizzled_…_s51.log`.)
+ring (`layout_ring.py`'s frag_row1) ran 0.86 us faster there with token 0's row alone. The packaged
+table shows the same at the first M of each larger tile: 4096x22016 M=17 (bm32, 15 rows zero-filled)
+24.3 us against 18.8 at M=32, M=49 (bm64) 32.1 against 26.2 at 64; 11008x4096 M=33 (bm64) 20.4 against
+16.9. Here A's box has R < BM rows ([R, 64] in the slot's own swizzled layout, one per 128-byte column
+chunk of the slot); the slot's other rows keep what they held, and their tokens' columns of C are masked
+at every store. The kernel is the family's, its load partition replaced by ``rows_load_partition`` (only
+A's copy differs) before anything compiles. Each form is checked against A @ dequantize(W), then timed
+beside the same kernel with the family's box. (The first form, A's slots unswizzled with an M-row box
+into their first rows, compiled but faulted on the GPU: an illegal address,
+`rsmma_row_box_unswizzled_…_s51.log`.)
 
-Forms (``ROW_BOX_FORMS``, comma-separated; all four by default), each A's box's rows by ``box_rows``:
-``zero_fill`` (the family's box, BM rows); ``row_box`` (row_box.patch's host rule: M's next power of two of
-rows, so M=3 still zero-fills one row and M=5..7 at BM=8 the family's box); ``two_box`` (M's last power of
-two R <= 4: the first R rows, then the last R, which overlap them, at the slot's rows M - R..M-1: no row
-past A at M=3, 5, 6, 7); ``row_copies`` (M <= 7: a box of one row, M copies a chunk). Both new forms write
-boxes 128 B past a 1024-byte swizzle atom's start (rows 1..6 of a chunk): the TMA swizzles by the shared
-address, so the rows should land as the slot holds them, but no run has tried it yet; run them alone
-(``ROW_BOX_FORMS=two_box,row_copies ROW_BOX_TAG=_new``) so that a fault loses nothing else.
+Forms (``ROW_BOX_FORMS``, comma-separated; all three by default), A's box's rows R by ``box_rows``:
+``zero_fill`` (the family's box, BM rows); ``row_box`` (row_box.patch's host rule: R is M's next power of
+two, so M=3 still zero-fills one row and M=5..7 at BM=8 the family's box); ``two_box`` (R is M's last power
+of two: the first R rows, then, where M > R, A's last R rows, which overlap them, at the slot's rows
+M - R..M-1: no row past A at any M < BM). The second box starts a multiple of 128 B past a 1024-byte
+swizzle atom's start where M - R is no multiple of 8: the TMA swizzles by the shared address, so its rows should land as the slot holds them, but
+no run has tried it yet; run two_box alone (``ROW_BOX_FORMS=two_box ROW_BOX_TAG=_two_box``) so that a
+fault loses nothing else.
 """
 import json
 import os
@@ -44,26 +47,21 @@ from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E
 # 128-byte swizzle; the TMA swizzles what it writes there by the shared address (the descriptor's mode), so
 # rows 0..R-1 land as the slot's layout holds them
 UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-# the largest box of rows that takes a second, overlapping box for M's rows past it (M < 2 R): one
-# predicated copy per possible offset 1..R-1 a chunk, of which M's alone is issued
-TWO_BOX_ROWS = gl.constexpr(4)
-# the most rows a launch copies as one-row boxes (a box of 1 row: M's rows, one predicated copy each)
-ROW_COPY_ROWS = gl.constexpr(7)
+# the slot's chunks as [BK/64 x BM, 1, 64]: `.index(row)` takes a runtime row, where a box may start
+UNSWIZZLED_ROWS = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=3)
 
 
 @gluon.jit
 def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
                         group, PARTS: gl.constexpr):
-    """rsmma's `_load_partition`, but A's box may have fewer rows than the slot (M < BM): it fills the
-    slot's first rows. A box of one row copies each of M's rows (M <= ROW_COPY_ROWS); one of R rows, 1 < R
-    <= TWO_BOX_ROWS, with M > R, takes a second box of A's last R rows into the slot's rows M - R..M-1
+    """rsmma's `_load_partition`, but A's box may have fewer rows R than the slot (M < BM): it fills the
+    slot's first rows, and where M > R a second box of A's last R rows fills the slot's rows M - R..M-1
     (overlapping the first: the same values written twice)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
     BN: gl.constexpr = s_smem.type.shape[2]
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
-    ROW_COPIES: gl.constexpr = min(BM, ROW_COPY_ROWS)
     A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
     BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
@@ -76,29 +74,21 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
         if PARTS & rsmma.A_COPY:
             M = a_desc.shape[0]
             REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
-            # one expect a phase (it arrives), of the bytes M's copies bring
-            if A_ROWS == 1 and A_ROWS < BM:  # M one-row boxes a chunk
-                for m in gl.static_range(1, ROW_COPIES + 1):
-                    mbarrier.expect(bar, m * A_BYTES + REST, pred=M == m)
-            elif A_ROWS < BM and A_ROWS <= TWO_BOX_ROWS:  # one box, or two where M > A_ROWS
+            if A_ROWS < BM:  # one expect a phase (it arrives): one box's bytes, or both boxes' where M > A_ROWS
                 mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
                 mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
             else:
                 mbarrier.expect(bar, A_BYTES + REST)
             if A_ROWS < BM:  # M < BM: A's rows alone, a [A_ROWS, 64] box into each 128-byte column chunk's first rows
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], UNSWIZZLED)
+                rows = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 1, 64], UNSWIZZLED)
                 for c in gl.static_range(BK // 64):
                     tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
-                    if A_ROWS == 1:  # rows 1..M-1, one box each
-                        for j in gl.static_range(1, ROW_COPIES):
-                            tma.async_copy_global_to_shared(a_desc, [j, k + 64 * c], bar, chunks.slice(c * BM + j, 1),
-                                                            pred=j < M)
-                    elif A_ROWS <= TWO_BOX_ROWS:  # rows A_ROWS..M-1 (M < 2 A_ROWS): the box of A's last rows,
-                        # written from its first row's address (Gluon slices the chunk's rows at multiples of
-                        # the slice's length only; the TMA writes the descriptor's box from the address given)
-                        for shift in gl.static_range(1, A_ROWS):
-                            tma.async_copy_global_to_shared(a_desc, [shift, k + 64 * c], bar,
-                                                            chunks.slice(c * BM + shift, 1), pred=M - A_ROWS == shift)
+                    # rows A_ROWS..M-1 (M < 2 A_ROWS): the box of A's last rows, written from the slot's row
+                    # M - A_ROWS (Gluon slices at multiples of a slice's length only, and at constants; the
+                    # TMA writes the descriptor's box from the address given)
+                    tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
+                                                    rows.index(c * BM + M - A_ROWS), pred=M > A_ROWS)
             else:
                 tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
                                                 a_smem.index(s))
@@ -120,7 +110,7 @@ def use_rows_partition():
     rsmma._load_partition = rows_load_partition
 
 
-FORMS = ("zero_fill", "row_box", "two_box", "row_copies")
+FORMS = ("zero_fill", "row_box", "two_box")
 
 
 def box_rows(M: int, BM: int, form: str) -> int:
@@ -129,10 +119,8 @@ def box_rows(M: int, BM: int, form: str) -> int:
     below = 1 << (M.bit_length() - 1)  # M's last power of two
     if form == "zero_fill" or M >= BM:
         return BM
-    if form == "two_box" and below <= TWO_BOX_ROWS.value:
+    if form == "two_box":
         return below
-    if form == "row_copies" and M <= ROW_COPY_ROWS.value:
-        return 1
     return min(above, BM)
 
 
@@ -154,10 +142,10 @@ def row_box_launch(variant, form: str):
     return launch
 
 
-# (form, M, A's box rows) compiled offline: the family's box, one box of 1, 2, 4 rows (M=1's being also
-# row_copies' kernel, its copies of rows 1..6 predicated), two of 2 and of 4
+# (form, M, A's box rows) compiled offline: the family's box, then boxes of 1, 2, 4 rows (the second box's
+# copy is there, predicated, at any M below BM; M=3 and 7 issue it)
 COMPILED = [("rows8", 8, 8), ("rows1", 1, 1), ("rows2", 2, 2), ("rows4", 4, 4), ("two_box2", 3, 2),
-            ("two_box4", 7, 4), ("row_copies7", 7, 1)]
+            ("two_box4", 7, 4)]
 
 
 def compile_forms() -> dict:
