@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The first call of the session that ships NOTES.md row 104 (~350 s on a warm machine): A's boxes of M's
+# rows below a token tile, `row_box.patch` (M's next power of two of rows) or its successor
+# `row_box_two.patch` (two overlapping boxes of M's last power of two: no zero-filled row at any M).
+#   1. rsmma_row_box.py's forms on the table's picks, zero_fill and row_box in one process, two_box in a
+#      second (its boxes start inside a swizzle atom, untried before: a fault there loses nothing else);
+#   2. the patch its rule picks (``pick``, below) applied to this copy of the tree;
+#   3. the whole GPU suite on the patched tree (device_gpu_tests.sh).
+# Everything lands in $OUT; the patch applied here is not brought back: apply the same one locally (its
+# name is in $OUT/row_box_pick.txt), then the re-sweep (NOTES.md's session plan). Source
+# benchmarks/device_setup.sh first.
+set -uo pipefail
+KEYS=${ROW_BOX_KEYS:-"1,4096,22016;3,4096,22016;5,4096,22016;7,4096,22016;9,4096,22016;17,4096,22016;\
+24,4096,22016;49,4096,22016;3,4096,11008;17,4096,11008;5,11008,4096;33,11008,4096;17,4096,12288;\
+3,4096,4096;17,4096,4096"}
+export ROW_BOX_KEYS=$KEYS
+ROW_BOX_FORMS=zero_fill,row_box ROW_BOX_TAG=_old timeout 240 \
+  python benchmarks/experiments/rsmma_row_box.py "$OUT" > "$OUT/row_box_old.log" 2>&1
+echo "zero_fill, row_box: rc=$?"
+ROW_BOX_FORMS=two_box ROW_BOX_TAG=_two timeout 150 \
+  python benchmarks/experiments/rsmma_row_box.py "$OUT" > "$OUT/row_box_two.log" 2>&1
+echo "two_box: rc=$?"
+# pick: two_box where it ran and checked right at every key and no more than 2% (the same-run noise)
+# slower than row_box anywhere; else row_box where that did; else neither
+pick=$(python - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+
+def rows(tag):
+    path = Path(sys.argv[1]) / f"rsmma_row_box{tag}.json"
+    return {(r["M"], r["K"], r["N"]): r for r in json.loads(path.read_text())["rows"]} if path.exists() else {}
+
+old, two = rows("_old"), rows("_two")
+keys = old.keys() | two.keys()
+timed = lambda table, form: bool(keys) and all(isinstance(table.get(k, {}).get(form), float) for k in keys)
+if timed(old, "row_box") and timed(two, "two_box") and all(two[k]["two_box"] <= 1.02 * old[k]["row_box"] for k in keys):
+    print("row_box_two.patch")
+elif timed(old, "row_box"):
+    print("row_box.patch")
+else:
+    print("none")
+EOF
+)
+echo "$pick" > "$OUT/row_box_pick.txt"
+echo "pick: $pick"
+[ "$pick" = none ] && exit 1
+git apply "benchmarks/experiments/$pick" 2>/dev/null || patch -p1 -s < "benchmarks/experiments/$pick" || {
+  echo "could not apply $pick here"; exit 1; }
+timeout 300 bash benchmarks/device_gpu_tests.sh > "$OUT/gpu_tests_row_box.log" 2>&1
+echo "GPU suite on the patched tree: rc=$?"
+tail -3 "$OUT/gpu_tests_row_box.log"
+tail -17 "$OUT/row_box_old.log"
+tail -16 "$OUT/row_box_two.log"
