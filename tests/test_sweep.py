@@ -256,11 +256,17 @@ def test_cli_rejects_bad_flags(tmp_path, args, message):
     assert message in r.output
 
 
-def test_store_refuses_an_unknown_schema(tmp_path):
+def _store_altered(tmp_path, *statements) -> str:
+    """The URL of a fresh SQLite store after ``statements`` ran on it (a schema another run left)."""
     url = f"sqlite:///{tmp_path}/s.db"
-    store = Store(url)
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE ts_meta SET value='99' WHERE key='schema_version'")
+    with Store(url).engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+    return url
+
+
+def test_store_refuses_an_unknown_schema(tmp_path):
+    url = _store_altered(tmp_path, "UPDATE ts_meta SET value='99' WHERE key='schema_version'")
     with pytest.raises(StoreError, match="schema 99"):
         Store(url)
 
@@ -270,11 +276,7 @@ def test_store_completes_a_schema_whose_version_row_was_never_written(tmp_path):
     # looks again, finds ts_meta and no row, and (before this) waited for a row none of them was left to
     # write, until each gave up with "schema unknown" (seen once in `bash scripts/test.sh`'s six-worker
     # test, test_faults). Tables without their version row are a creation to complete, not a foreign schema.
-    url = f"sqlite:///{tmp_path}/s.db"
-    store = Store(url)
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM ts_meta")
-        conn.exec_driver_sql("DROP TABLE ts_sweeps")
+    url = _store_altered(tmp_path, "DELETE FROM ts_meta", "DROP TABLE ts_sweeps")
     again = Store(url)
     assert again.trials() == []
     with again.engine.connect() as conn:
@@ -283,12 +285,10 @@ def test_store_completes_a_schema_whose_version_row_was_never_written(tmp_path):
 
 
 def test_store_refuses_tunesearch_tables_without_ts_meta(tmp_path):
-    url = f"sqlite:///{tmp_path}/s.db"
-    store = Store(url)
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE ts_meta")
+    url = _store_altered(tmp_path, "DROP TABLE ts_meta")
     with pytest.raises(StoreError, match="tunesearch tables but no schema version"):
         Store(url)
+
 
 def test_store_on_an_unreachable_server_fails_with_one_clear_line():
     # the schema lock's connection is the first a PostgreSQL store makes: its failure is a StoreError
