@@ -1,9 +1,10 @@
 """What the Gluon probes (gluon_ws.py, dqmma_rs.py, the *_ab.py A/Bs) share: a config's output against
 A @ dequantize(W), the mask-edge smoke run of a config in a process of its own (and of many, in parallel),
 the offline sm_90 compile of a kernel with the TMA families' signature, the command line of the experiments
-whose kernel takes a config string, and the packaged H200 table's picks to time. Gluon has no interpreter, so these
-checks on the GPU are the first time such a kernel computes; a barrier waited on with the wrong phase
-hangs rather than fails, and a child process turns that into one config's timeout."""
+whose kernel takes a config string, and the packaged H200 table's picks (or an environment's keys) to
+time. Gluon has no interpreter, so these checks on the GPU are the first time such a kernel computes; a
+barrier waited on with the wrong phase hangs rather than fails, and a child process turns that into one
+config's timeout."""
 import json
 import subprocess
 import sys
@@ -28,6 +29,13 @@ def packaged_picks(ms, family: str | None = None):
             pick = table.resolve(M, N, K, cuda)
             if pick is not None and (family is None or pick.family == family):
                 yield M, K, N, layout, pick
+
+
+def env_keys(name: str, default):
+    """The (M, K, N) keys environment variable ``name`` names, "M,K,N;M,K,N;...", else ``default``."""
+    import os
+
+    return [tuple(int(x) for x in key.split(",")) for key in os.environ.get(name, "").split(";") if key] or default
 
 
 def relative_error_of(launch, inputs) -> float:

@@ -34,7 +34,6 @@ apart. Each key's table pick (base layout) is timed whole and as the ring alone,
   take the ring nearer the floor at M=32 and 64 before rsmma is changed for them.
 """
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -333,8 +332,7 @@ def main(out_dir, only=None):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    keys = [tuple(int(x) for x in key.split(",")) for key in os.environ.get("RING_KEYS", "").split(";") if key]
-    for M, K, N in keys or KEYS:
+    for M, K, N in gluon_checks.env_keys("RING_KEYS", KEYS):
         variant = table.resolve(M, N, K, torch.device("cuda"))
         if variant.family != "rsmma":  # M=1 where the gemv holds the bucket: its rsmma seed instead
             variant = Variant.from_id("rsmma.bm16.bn64.bk128.sk2.w4.s6.c3")
@@ -389,7 +387,8 @@ def main(out_dir, only=None):
     print(f"{'key':>17} {'variant':>36} " + " ".join(f"{n:>11}" for n in names))
     for r in rows:
         f = lambda x: f"{x:11.2f}" if isinstance(x, float) else "       fail"  # noqa: E731
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>36} " + " ".join(f(r.get(n)) for n in names))
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>36} "
+              + " ".join(f(r.get(n)) for n in names))
 
 
 if __name__ == "__main__":

@@ -43,12 +43,11 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # no
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
-# a view of a slot's 128-byte column chunks as plain rows, which Gluon slices below the 8-row atom of a
-# 128-byte swizzle; the TMA swizzles what it writes there by the shared address (the descriptor's mode), so
-# rows 0..R-1 land as the slot's layout holds them
+# a view of a slot's 128-byte column chunks as plain rows [BK/64 x BM, 64] (or [BK/64 x BM, 1, 64], whose
+# `.index(row)` takes a runtime row: Gluon refuses a rank-3 layout there), which Gluon slices below the 8-row
+# atom of a 128-byte swizzle; the TMA swizzles what it writes there by the shared address (the descriptor's
+# mode), so the rows land as the slot's layout holds them
 UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-# the slot's chunks as [BK/64 x BM, 1, 64]: `.index(row)` takes a runtime row, where a box may start
-UNSWIZZLED_ROWS = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=3)
 
 
 @gluon.jit
@@ -74,12 +73,10 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
         if PARTS & rsmma.A_COPY:
             M = a_desc.shape[0]
             REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
-            if A_ROWS < BM:  # one expect a phase (it arrives): one box's bytes, or both boxes' where M > A_ROWS
+            if A_ROWS < BM:  # M < BM: A's rows alone, a [A_ROWS, 64] box into each 128-byte column chunk's first rows
+                # one expect a phase (it arrives): one box's bytes, or both boxes' where M > A_ROWS
                 mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
                 mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
-            else:
-                mbarrier.expect(bar, A_BYTES + REST)
-            if A_ROWS < BM:  # M < BM: A's rows alone, a [A_ROWS, 64] box into each 128-byte column chunk's first rows
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], UNSWIZZLED)
                 rows = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 1, 64], UNSWIZZLED)
                 for c in gl.static_range(BK // 64):
@@ -90,8 +87,8 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
                     tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
                                                     rows.index(c * BM + M - A_ROWS), pred=M > A_ROWS)
             else:
-                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
-                                                a_smem.index(s))
+                mbarrier.expect(bar, A_BYTES + REST)
+                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, M), k], bar, a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
         if BASE:
@@ -182,8 +179,6 @@ def compile_forms() -> dict:
 
 # (M, K, N): M=1 on the five shapes, and 4096x22016's M=8 (the same pick, A's box full)
 KEYS = [(1, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096), (1, 4096, 12288), (1, 4096, 4096)]
-if os.environ.get("ROW_BOX_KEYS"):  # "M,K,N;..."
-    KEYS = [tuple(int(x) for x in key.split(",")) for key in os.environ["ROW_BOX_KEYS"].split(";")]
 
 
 def main(out_dir):
@@ -200,7 +195,7 @@ def main(out_dir):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    for M, K, N in KEYS:
+    for M, K, N in gluon_checks.env_keys("ROW_BOX_KEYS", KEYS):  # "M,K,N;...": those keys instead
         variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id,
                    floor=stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
