@@ -14,9 +14,10 @@ KEYS=${ROW_BOX_KEYS:-"1,4096,22016;3,4096,22016;5,4096,22016;7,4096,22016;9,4096
 24,4096,22016;49,4096,22016;3,4096,11008;17,4096,11008;5,11008,4096;33,11008,4096;17,4096,12288;\
 3,4096,4096;17,4096,4096"}
 export ROW_BOX_KEYS=$KEYS
-ROW_BOX_FORMS=zero_fill,row_box ROW_BOX_TAG=_old timeout 240 \
+# OLD_FORMS=row_box: leave out zero_fill (the tree's own box, timed in _s51 and _s52) to save device time
+ROW_BOX_FORMS=${OLD_FORMS:-zero_fill,row_box} ROW_BOX_TAG=_old timeout 240 \
   python benchmarks/experiments/rsmma_row_box.py "$OUT" > "$OUT/row_box_old.log" 2>&1
-echo "zero_fill, row_box: rc=$?"
+echo "${OLD_FORMS:-zero_fill,row_box}: rc=$?"
 ROW_BOX_FORMS=two_box ROW_BOX_TAG=_two timeout 150 \
   python benchmarks/experiments/rsmma_row_box.py "$OUT" > "$OUT/row_box_two.log" 2>&1
 echo "two_box: rc=$?"
@@ -46,8 +47,17 @@ echo "pick: $pick"
 [ "$pick" = none ] && exit 1
 git apply "benchmarks/experiments/$pick" 2>/dev/null || patch -p1 -s < "benchmarks/experiments/$pick" || {
   echo "could not apply $pick here"; exit 1; }
-timeout 300 bash benchmarks/device_gpu_tests.sh > "$OUT/gpu_tests_row_box.log" 2>&1
-echo "GPU suite on the patched tree: rc=$?"
+# SUITE=kernels: the kernel tests alone (the patch changes no dispatch or fault handling, and the re-sweep's
+# call runs the dispatch tests on its new table)
+if [ "${SUITE:-whole}" = kernels ]; then
+  suite=(python -m pytest -q -p no:warnings -m gpu -n "${JOBS:-8}" tests/test_gpu_kernels.py)
+else
+  suite=(bash benchmarks/device_gpu_tests.sh)
+fi
+timeout 300 "${suite[@]}" > "$OUT/gpu_tests_row_box.log" 2>&1
+suite_rc=$?
+echo "GPU tests on the patched tree: rc=$suite_rc"
 tail -3 "$OUT/gpu_tests_row_box.log"
 tail -17 "$OUT/row_box_old.log"
 tail -16 "$OUT/row_box_two.log"
+exit $suite_rc
