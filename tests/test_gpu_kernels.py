@@ -126,12 +126,13 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
     assert torch.equal(ptx[:8].double(), exact.double())
 
 
-# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48, 24, 5 and
-# 1: rsmma only, offered from M=1; 24, 5 and 1 inside its 32- and 16-token tiles); N = 200 and 520 no multiple of
+# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48, 24, 5, 3, 2
+# and 1: rsmma only, offered from M=1; 24, 5 and 1 inside its 32- and 16-token tiles; below a tile's rows A's
+# box has M's next power of two of rows, 3 one past M, `rsmma.a_rows_box`); N = 200 and 520 no multiple of
 # any BN, 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
 DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
                 (192, 11008, 4096, 128), (48, 4096, 11008, 128), (24, 4096, 11008, 128), (5, 1024, 520, 128),
-                (1, 1024, 200, 128), (300, 1024, 520, 128)]
+                (3, 4096, 520, 128), (2, 1024, 200, 64), (1, 1024, 200, 128), (300, 1024, 520, 128)]
 
 
 @pytest.mark.gpu
@@ -143,7 +144,7 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     contiguous, transposed and misaligned activations (TMA then reads an aligned copy), through the
     dispatch launcher, and with misaligned weight views; their split reductions bitwise the same on
     every run. rsmma also on weights in layout frag32 (NOTES.md row 69); twotile (frag32 only) where one of
-    its tiles holds M (M = 65, 130, 192 here), and its first pick at M past two of its tiles too."""
+    its tiles holds M (M = 65, 130, 192 here), and its first pick at M past two of its tiles and at M=5 too."""
     import torch
     import triton
 
@@ -209,13 +210,15 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
                 err = relative_error(out, ref)
                 if not err < 2e-3:  # NaN (an unwritten output) fails too
                     failures.append(f"{variant.id} {name} {run}: relative error {err:.3g}")
-    if family == "twotile":  # any M runs: past two of the first pick's tiles (the last shifted inside A)
+    if family == "twotile":  # any M runs: past two of the first pick's tiles (the last shifted inside A), and
+        # below its HI tokens (whole boxes there: rsmma's boxes of M's rows are not for twotile's loader)
         tile = picks[0].params["BM"] + picks[0].params["LO"]
-        a3 = torch.randn(2 * tile + 5, K, generator=gen).half().cuda()
-        err = relative_error(matmul(a3, packed, scales, picks[0], G),
-                             a3.float() @ dequantize(packed, scales, G).float())  # either layout
-        if not err < 2e-3:
-            failures.append(f"{picks[0].id} at M={2 * tile + 5}: relative error {err:.3g}")
+        for rows in (2 * tile + 5, 5):
+            a3 = torch.randn(rows, K, generator=gen).half().cuda()
+            err = relative_error(matmul(a3, packed, scales, picks[0], G),
+                                 a3.float() @ dequantize(packed, scales, G).float())  # either layout
+            if not err < 2e-3:
+                failures.append(f"{picks[0].id} at M={rows}: relative error {err:.3g}")
     # weights TMA cannot read as they are (contiguous, but the base 4 or 2 bytes off 16): an aligned copy
     off_p = torch.empty(packed.numel() + 1, dtype=packed.dtype, device="cuda")[1:].view(packed.shape).copy_(packed)
     off_s = torch.empty(scales.numel() + 1, dtype=scales.dtype, device="cuda")[1:].view(scales.shape).copy_(scales)

@@ -259,3 +259,24 @@ def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monke
     api._launch_clustered(kernel, (172, 2, 1), ("a", "b", "c", out), {"BM": 32}, 2)
     assert runs == [(86, 2, 1, "s", "fn", (8, 2, 74740), None, None, None, "a", "b", "c", out, 32)]
     assert api.cluster_meta((4, 1, 1000), 2) == (4, 2, 1000)
+
+
+def test_rsmma_a_boxes_hold_ms_rows_below_a_token_tile_and_twotiles_stay_whole():
+    # rsmma's launch on CPU tensors (NOTES.md row 104): below BM tokens A's box is R rows, M's next power of
+    # two, by one 128-byte column chunk, where R < BM; else the family's [BM, BK]. twotile's loader takes whole
+    # boxes at any M, below HI too.
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import _rsmma_call, _twotile_call
+
+    tiles = {8: "rsmma.bm8.bn64.bk128.sk1.w4.s6.c3", 32: "rsmma.bm32.bn64.bk128.sk2.w4.s4.c2",
+             256: "rsmma.bm256.bn64.bk128.sk1.w4.s3"}
+    for bm, M, box in [(8, 1, [1, 64]), (8, 3, [4, 64]), (8, 7, [8, 128]), (8, 8, [8, 128]), (8, 300, [8, 128]),
+                        (32, 16, [16, 64]), (32, 17, [32, 128]), (256, 128, [128, 64]), (256, 129, [256, 128])]:
+        a, packed, scales = _operands(M, 4096, 4096)
+        _, _, args, _ = _rsmma_call(Variant.from_id(tiles[bm]).params, a, packed, scales,
+                                    torch.empty(M, 4096, dtype=torch.float16), 128)
+        assert list(args[0].block_shape) == box, (bm, M)
+    a, packed, scales = _operands(5, 4096, 4096)
+    twotile = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c2")
+    _, _, args, _ = _twotile_call(twotile.params, a, packed, scales, torch.empty(5, 4096, dtype=torch.float16), 128)
+    assert [list(d.block_shape) for d in args[:2]] == [[128, 64], [32, 64]]

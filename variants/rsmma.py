@@ -56,7 +56,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from .dqmma import descriptors  # noqa: F401  (the same three TMA boxes: A [BM, BK], W [BK/8, BN], scales [1, BN])
+from . import dqmma
 from .dqmma import (_next_unit, _tile_epilogue, _unit, split_arrive, split_parts, stream_k_segment,
                     stream_k_segments, token_origin)
 
@@ -67,6 +67,10 @@ LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to 
 MMA = gl.constexpr(1)  # unpack each block into the fragment and issue its wgmma
 A_COPY = gl.constexpr(2)  # TMA the activations' tile into the ring with the packed weights and scales
 ALL_PARTS = MMA.value | A_COPY.value
+# A slot's 128-byte column chunks as plain rows [BK/64 x BM, 64], which Gluon slices below the 8-row atom of
+# the slot's swizzle (it refuses to slice the swizzled slot so): a launch of fewer tokens than BM copies its
+# rows there (``a_rows_box``), and the TMA swizzles them by the shared address, as the slot holds them
+CHUNK_ROWS = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
 
 
 @gluon.jit
@@ -304,6 +308,8 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
     BN: gl.constexpr = s_smem.type.shape[2]
     BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]  # BM, or M's rows where M < BM (``a_rows_box``)
+    A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
     pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
     for i in range(n_units):
         s = i % STAGES
@@ -311,10 +317,15 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         bar = ready.index(s)
         k = kb * BK
         if PARTS & A_COPY:
-            mbarrier.expect(bar, a_desc.block_type.nbytes + P_BYTES + s_desc.block_type.nbytes)
-            # a last tile that M fills in part starts at M - BM where it can (token_origin): no rows past A
-            tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
-                                            a_smem.index(s))
+            mbarrier.expect(bar, A_BYTES + P_BYTES + s_desc.block_type.nbytes)
+            if A_ROWS < BM:  # one token tile of fewer tokens: their rows alone, the chunks' first rows
+                chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], CHUNK_ROWS)
+                for c in gl.static_range(BK // 64):
+                    tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
+            else:
+                # a last tile that M fills in part starts at M - BM where it can (token_origin): no rows past A
+                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
+                                                a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
         if BASE:  # the base layout's box [BK/8, BN]
@@ -544,14 +555,35 @@ def frag32_word_layout(BK: int, num_warps: int):
                                       shape=[num_warps // 4 * C, 256])
 
 
-def frag32_descriptors(a, packed_f, scales, BM: int, BN: int, BK: int):
-    """TMA descriptors of A [BM, BK], frag32 rows [K/32, 4N] in boxes [BK/32, 256] (64 columns' chunks,
+def a_rows_box(a_desc):
+    """A's TMA descriptor ``a_desc`` (boxes [BM, BK], the slot's layout) as a launch of fewer tokens than BM
+    (one token tile) reads A: boxes [R, 64] of its R rows (M's next power of two), one per 128-byte column
+    chunk of the slot, where R < BM: the TMA zero-fills rows past A slowly (M=1 on 4096x22016 took 17.23
+    against 16.08 us, NOTES.md row 104); the slot's other rows keep what they held, their tokens' columns
+    masked at C. ``a_desc`` itself where R >= BM."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    rows = 1 << (a_desc.shape[0] - 1).bit_length()
+    if rows >= a_desc.block_shape[0]:
+        return a_desc
+    return TensorDescriptor.from_tensor(a_desc.base, [rows, 64], a_desc.layout)
+
+
+def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
+    """dqmma's TMA descriptors of A, the base layout's packed W [BK/8, BN] and the scales [1, BN], A's as
+    ``a_rows_box`` makes it."""
+    a_desc, p_desc, s_desc = dqmma.descriptors(a, packed, scales, BM, BN, BK)
+    return a_rows_box(a_desc), p_desc, s_desc
+
+
+def frag32_descriptors(a, packed_f, scales, BM: int, BN: int, BK: int, row_boxes: bool = True):
+    """TMA descriptors of A [BM, BK] (as ``a_rows_box`` makes it, unless ``row_boxes`` is False: twotile's
+    loader takes whole boxes at any M), frag32 rows [K/32, 4N] in boxes [BK/32, 256] (64 columns' chunks,
     BN/64 a block) and the scales [1, BN]."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from .dqmma import shared_layouts
-
-    a_layout, p_layout, s_layout = shared_layouts(BM, BN, BK)
-    return (TensorDescriptor.from_tensor(a, [BM, BK], a_layout),
+    a_layout, p_layout, s_layout = dqmma.shared_layouts(BM, BN, BK)
+    a_desc = TensorDescriptor.from_tensor(a, [BM, BK], a_layout)
+    return (a_rows_box(a_desc) if row_boxes else a_desc,
             TensorDescriptor.from_tensor(packed_f, [BK // 32, 256], p_layout),
             TensorDescriptor.from_tensor(scales, [1, BN], s_layout))

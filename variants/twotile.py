@@ -201,7 +201,7 @@ def two_tile_kernel(a_hi_desc, a_lo_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_pt
 
 
 def descriptors(a, packed_f, scales, HI: int, LO: int, BN: int, BK: int):
-    """TMA descriptors of A in boxes of HI and of LO rows [., BK], the frag32 weights and the scales
-    (``rsmma.frag32_descriptors``'): the kernel's first four arguments."""
-    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, BN, BK)
-    return a_hi, frag32_descriptors(a, packed_f, scales, LO, BN, BK)[0], p_desc, s_desc
+    """TMA descriptors of A in boxes of HI and of LO rows [., BK] at any M (the loader takes whole boxes),
+    the frag32 weights and the scales (``rsmma.frag32_descriptors``'): the kernel's first four arguments."""
+    a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, BN, BK, row_boxes=False)
+    return a_hi, frag32_descriptors(a, packed_f, scales, LO, BN, BK, row_boxes=False)[0], p_desc, s_desc

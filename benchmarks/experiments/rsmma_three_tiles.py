@@ -208,9 +208,9 @@ def launch_args(config: dict, a, packed_f, scales, out):
     tiles = cdiv(M, hi + mid + lo) * cdiv(N, bn)
 
     def descriptors(a, packed_f, scales, bm, bn, bk):
-        a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, hi, bn, bk)
-        return (a_hi, frag32_descriptors(a, packed_f, scales, mid, bn, bk)[0],
-                frag32_descriptors(a, packed_f, scales, lo, bn, bk)[0], p_desc, s_desc)
+        a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, hi, bn, bk, row_boxes=False)
+        return (a_hi, frag32_descriptors(a, packed_f, scales, mid, bn, bk, row_boxes=False)[0],
+                frag32_descriptors(a, packed_f, scales, lo, bn, bk, row_boxes=False)[0], p_desc, s_desc)
     args = _gluon_args(descriptors, a, packed_f, scales, out, hi + mid + lo, bn, bk, tiles, 1)
     warps = bn // 16
     meta = dict(GROUP=128, MID=mid, LO=lo, BK=bk, STAGES=config["STAGES"], WORDS=rsmma.frag32_word_layout(bk, warps),
