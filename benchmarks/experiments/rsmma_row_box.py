@@ -18,12 +18,13 @@ into their first rows, compiled but faulted on the GPU: an illegal address,
 `rsmma_row_box_unswizzled_…_s51.log`.)
 
 Forms (``ROW_BOX_FORMS``, comma-separated; all three by default), A's box's rows R by ``box_rows``:
-``zero_fill`` (the family's box, BM rows); ``row_box`` (row_box.patch's host rule: R is M's next power of
-two, so M=3 still zero-fills one row and M=5..7 at BM=8 the family's box); ``two_box`` (R is M's last power
+``zero_fill`` (the whole [BM, BK] box, the family's until _s53); ``row_box`` (the family's rule since
+_s53, `rsmma.a_rows_box`: R is M's next power of two, so M=3 still zero-fills one row and M=5..7 at BM=8
+the whole box); ``two_box`` (R is M's last power
 of two: the first R rows, then, where M > R, A's last R rows, which overlap them, at the slot's rows
 M-R..M-1: no row past A at any M < BM). The second box starts a multiple of 128 B past a 1024-byte swizzle
-atom's start where M-R is no multiple of 8: the TMA swizzles by the shared address, so its rows should land
-as the slot holds them, but no run has tried it yet; run two_box alone (``ROW_BOX_FORMS=two_box
+atom's start where M-R is no multiple of 8: the TMA swizzles by the shared address, and its rows land as
+the slot holds them (checked right at 15 keys in _s53); run two_box alone (``ROW_BOX_FORMS=two_box
 ROW_BOX_TAG=_two_box``) so that a fault loses nothing else.
 """
 import json
