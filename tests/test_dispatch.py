@@ -342,6 +342,20 @@ def test_export_picks_for_the_whole_bucket_where_its_smallest_m_is_timed(tmp_pat
     assert "edge" not in buckets[16] and "edge" not in buckets[17]
 
 
+def test_an_edge_timed_without_the_buckets_fastest_family_does_not_pick_for_it(tmp_path):
+    from tunesearch.export import build_table
+
+    store = _edge_store(tmp_path, False)
+    route = "dequant.bk32.bn128.w4"  # another family, timed at 48 and at its smallest M alone
+    add(store, 48, 72, 256, route, 30.0)
+    add(store, 33, 72, 256, route, 12.0)
+    buckets = {b["m_max"]: b for b in build_table(store)["gpus"][GPU]["shapes"]["256x72"]["buckets"]}
+    assert buckets[48]["variant"]["id"] == "gemm.bm64.bn64.bk64.g1.w4.s2" and "edge" not in buckets[48]
+    add(store, 33, 72, 256, "gemm.bm16.bn64.bk64.g1.w4.s2", 11.0)  # the family timed there: picked for it
+    buckets = {b["m_max"]: b for b in build_table(store)["gpus"][GPU]["shapes"]["256x72"]["buckets"]}
+    assert buckets[48]["variant"]["id"] == "gemm.bm16.bn64.bk64.g1.w4.s2" and buckets[48]["edge"]["m"] == 33
+
+
 def test_bucket_edge_is_a_key_one_past_the_key_below():
     from tunesearch.shapes import bucket_edge
 

@@ -107,7 +107,11 @@ def edge_aware_picks(store: Store, best: list, code_of=None) -> tuple[list, dict
             at_m = _fastest_by_variant(store, Key(gpu, m, n, k, group_size, layout), code_of)
             at_edge = _fastest_by_variant(store, Key(gpu, edge, n, k, group_size, layout), code_of)
             both = [vid for vid in at_m if vid in at_edge]
-            if not both:
+            # an edge timed with none of the bucket's fastest family says nothing about that family's tiles
+            # there: its variants (another family's, whose code did not change when this one's did) would
+            # win the bucket by default (4096^2 bucket 1792 after the _s53 re-sweep: the dequantize route
+            # at 98.9 us over rsmma's 87.4, 1537 holding the route's trials alone)
+            if by_m[m].family not in {at_m[vid].family for vid in both}:
                 continue
             below = by_m.get(edge - 1)
             split = below.us + by_m[ms[0]].us if below is not None else None
