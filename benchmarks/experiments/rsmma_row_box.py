@@ -17,7 +17,7 @@ beside the same kernel with the family's box. (The first form, A's slots unswizz
 into their first rows, compiled but faulted on the GPU: an illegal address,
 `rsmma_row_box_unswizzled_…_s51.log`.)
 
-Forms (``ROW_BOX_FORMS``, comma-separated; all three by default), A's box's rows R by ``box_rows``:
+Forms (``ROW_BOX_FORMS``, comma-separated; all three by default), A's box's rows R by ``a_descriptor``:
 ``zero_fill`` (the whole [BM, BK] box, the family's until _s53); ``row_box`` (the family's rule since
 _s53, `rsmma.a_rows_box`: R is M's next power of two, so M=3 still zero-fills one row and M=5..7 at BM=8
 the whole box); ``two_box`` (R is M's last power
@@ -111,31 +111,30 @@ def use_rows_partition():
 FORMS = ("zero_fill", "row_box", "two_box")
 
 
-def box_rows(M: int, BM: int, form: str) -> int:
-    """The rows of A's box for a launch of M tokens on BM-token tiles, by ``form`` (BM: the family's box)."""
-    above = 1 << (M - 1).bit_length()  # M's next power of two
-    below = 1 << (M.bit_length() - 1)  # M's last power of two
-    if form == "zero_fill" or M >= BM:
-        return BM
-    if form == "two_box":
-        return below
-    return min(above, BM)
-
-
-def row_box_launch(variant, form: str):
-    """gluon_checks' launch of ``variant`` (the family's call), A's descriptor's box of ``box_rows`` rows:
-    [R, 64] in the family's shared layout (the slot's) below BM, else the family's [BM, BK]; the same
-    kernel source every form."""
+def a_descriptor(family_desc, BM: int, BK: int, form: str):
+    """A's TMA descriptor for ``form``, from the one the family's launch made (``family_desc``, by
+    `rsmma.a_rows_box`): row_box that one itself, so that the form is the tree's rule whatever it becomes;
+    zero_fill the whole [BM, BK] box; two_box [R, 64], R being M's last power of two, below BM."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+    if form == "row_box":
+        return family_desc
+    M = family_desc.shape[0]
+    rows = BM if form == "zero_fill" or M >= BM else 1 << (M.bit_length() - 1)
+    box = [rows, 64] if rows < BM else [BM, BK]
+    return TensorDescriptor.from_tensor(family_desc.base, box, family_desc.layout)
+
+
+def row_box_launch(variant, form: str, record: dict):
+    """gluon_checks' launch of ``variant`` (the family's call) with A's descriptor for ``form``
+    (``a_descriptor``), whose box rows it writes into ``record``; the same kernel source every form."""
     from tunesearch.variants.api import _rsmma_call
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
-        bm = variant.params["BM"]
-        rows = box_rows(a.shape[0], bm, form)
-        box = [rows, 64] if rows < bm else [bm, variant.params["BK"]]
-        args = (TensorDescriptor.from_tensor(a, box, args[0].layout), *args[1:])
+        a_desc = a_descriptor(args[0], variant.params["BM"], variant.params["BK"], form)
+        record[f"{form}_box_rows"] = a_desc.block_shape[0]
+        args = (a_desc, *args[1:])
         return lambda: kernel[grid](*args, **meta)
     return launch
 
@@ -204,8 +203,7 @@ def main(out_dir):
         ops = Operands(M, N, K, 128, info.l2_bytes, layout="frag32")
         copies = ops.copies
         for form in forms:
-            row[f"{form}_box_rows"] = box_rows(M, variant.params["BM"], form)
-            launch = row_box_launch(variant, form)
+            launch = row_box_launch(variant, form, row)
             try:
                 err = gluon_checks.relative_error_of(launch, inputs)
                 row[f"{form}_rel_error"] = err
