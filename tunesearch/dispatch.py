@@ -29,7 +29,7 @@ import torch
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
-from tunesearch.variants.space import token_tiles
+from tunesearch.variants.space import CUBLAS_FAMILIES, token_tiles
 
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
@@ -130,8 +130,12 @@ class _ShapeTable:
         token tiles (``space.token_tiles``: the same tiles, the same launch), so M with as many as one end
         takes that end's time (4096x11008 M=1200, bucket 1280's 128-token tiles, 10 rows of them: its 175
         us, not the 140 of M=1025's 9), and M between them the line between the two in tiles (measured
-        within 1.02-1.03 at M=3500, NOTES.md row 97). Where the tiles say nothing (below a tile's own rows
-        the smallest M can be the slower), the lesser end; None where the table has neither."""
+        within 1.02-1.03 at M=3500, NOTES.md row 97). The dequantize-then-cuBLAS route has no tiles of ours:
+        its time grows with M as cuBLAS's does, so M between the ends takes the line between them in M
+        (4096^2 M=1100 in bucket 1280: 63.4 us, the ends 1025 and 1280 about 58 and 69; the lesser end
+        would keep it whole where 1024 + 76 runs in 57.9, NOTES.md row 106). Where the tiles say nothing
+        (below a tile's own rows the smallest M can be the slower), the lesser end; None where the table has
+        neither."""
         i = self.index(m)
         v = self.variants[i]
         tiles = token_tiles(v.family, v.params, m)
@@ -143,6 +147,8 @@ class _ShapeTable:
         edge, edge_us, max_us = self.ends[i]
         if m == edge:
             return edge_us
+        if v.family in CUBLAS_FAMILIES:
+            return edge_us + (max_us - edge_us) * (m - edge) / (self.m_maxes[i] - edge)
         at_edge = token_tiles(v.family, v.params, edge)
         if tiles is None or at_edge is None or at_max is None or at_max <= at_edge:
             return min(edge_us, max_us)
