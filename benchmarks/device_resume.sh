@@ -63,7 +63,7 @@ for t in sorted(timed, key=lambda t: (t.n, t.k, t.m))[:60]:
     print(f"  {t.k}x{t.n} M={t.m:<5} {t.variant_id:<48} {t.versions['previous'][-1]['us']:8.2f} -> {t.us:8.2f}")
 PY
 fi
-tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -2
+tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -12  # with its warnings
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
 python3 - <<'PY'
 import json, os

@@ -200,6 +200,29 @@ def test_packaged_tables_were_timed_with_this_trees_kernels():
     assert not stale, stale[:5]
 
 
+def test_every_packaged_bucket_with_a_timed_smallest_m_is_picked_over_it():
+    # A bucket whose smallest M the table times but whose pick was not timed there is picked at its largest
+    # M alone, and the runtime weighs no split inside it (4096^2 bucket 1280 in _s53's table: the
+    # dequantize route, untimed at 1025, ran M=1100 whole at 63.4 us, two launches 57.5; NOTES.md row 106)
+    from tunesearch.dispatch import packaged_tables
+    from tunesearch.export import unweighed_buckets
+
+    assert unweighed_buckets(packaged_tables()) == []
+
+
+def test_unweighed_buckets_names_each_pick_untimed_at_its_buckets_smallest_m():
+    from tunesearch.export import unweighed_buckets
+
+    route, tile = "dequant.bk32.bn128.w4", "rsmma.bm128.bn64.bk128.sk1.w4.s3.c2"
+    table = {"gpus": {GPU: {"shapes": {"4096x4096": {"buckets": [
+        _bucket(1024, tile, 46.7), _bucket(1025, tile, 65.0), _bucket(1280, route, 69.4),
+        _bucket(1281, route, 70.3), _bucket(1536, tile, 76.0, (1281, 73.3)), _bucket(2048, tile, 91.2)]}}}}}
+    # bucket 1280 has its edge key and no edge time; 1536 has both; 2048 has no edge key (nothing to weigh)
+    assert unweighed_buckets(table) == [
+        f"{GPU} 4096x4096 M=1025..1280: no dequant variant timed at both M, so the bucket is picked at "
+        "M=1280 alone (sweep --shapes 4096x4096 --m 1025 --families dequant --more 4)"]
+
+
 # -- weight layouts ------------------------------------------------------------------------------
 
 def test_a_layout_left_out_of_the_comparison_is_named():

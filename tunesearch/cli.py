@@ -237,7 +237,7 @@ def export(
     """Write the best variant per (GPU, shape, M bucket) as a dispatch table."""
     from tunesearch.dispatch import DispatchError
     from tunesearch.export import export as do_export
-    from tunesearch.export import stale_buckets, uncompared_layouts
+    from tunesearch.export import stale_buckets, uncompared_layouts, unweighed_buckets
 
     store = _open_store(db)
     try:
@@ -256,6 +256,8 @@ def export(
             console.print(f"  ... and {len(stale) - 20} more")
     for line in uncompared_layouts(table):  # a sweep cut short can move a shape to a slower layout
         console.print(f"[yellow]warning:[/yellow] {line} (sweep the missing keys in that layout)")
+    for line in unweighed_buckets(table):  # picked at the bucket's largest M alone, no split weighed inside
+        console.print(f"[yellow]warning:[/yellow] {line}")
 
 
 @app.command()

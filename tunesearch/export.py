@@ -31,6 +31,29 @@ def stale_buckets(table: dict) -> list[str]:
             for b in v["buckets"] if b.get("code") != current_code(b["variant"]["family"], v.get("layout", "base"))]
 
 
+def unweighed_buckets(table: dict) -> list[str]:
+    """'GPU KxN M=lo..hi: ...' for each bucket whose smallest M the table times (an edge key, a bucket of
+    its own) but whose pick was not weighed there: no variant of the pick's family was timed at both M
+    (``edge_aware_picks`` weighs an edge only where it holds the bucket's fastest family), so the
+    bucket is picked at its largest M alone and the runtime cannot weigh a split inside it
+    (``_ShapeTable.whole_us``): 4096^2 bucket 1280's dequantize route, untimed at 1025, ran M=1100 whole
+    at 63.4 us where two launches took 57.5 (NOTES.md row 106)."""
+    out = []
+    for name, entry in table["gpus"].items():
+        for shape, v in entry["shapes"].items():
+            ms = [b["m_max"] for b in v["buckets"]]
+            for i, b in enumerate(v["buckets"]):
+                edge = bucket_edge(ms, i)
+                if edge is not None and "edge" not in b:
+                    family = b["variant"]["family"]
+                    # --more, not --trials: the edge key may hold enough trials already, of other variants;
+                    # its search then times the bucket's fastest first (search.key_seeds)
+                    out.append(f"{name} {shape} M={edge}..{b['m_max']}: no {family} variant timed at both M, "
+                               f"so the bucket is picked at M={b['m_max']} alone (sweep --shapes {shape} "
+                               f"--m {edge} --families {family} --more 4)")
+    return out
+
+
 def uncompared_layouts(table: dict) -> list[str]:
     """'GPU KxN: LAYOUT lacks M=...' for each layout a shape was timed in but not at every M bucket its kept
     layout has (``choose_layout`` compares only layouts timed at all of them): a sweep whose budget ran out,
