@@ -133,7 +133,7 @@ class _ShapeTable:
         within 1.02-1.03 at M=3500, NOTES.md row 97). The dequantize-then-cuBLAS route has no tiles of ours:
         its time grows with M as cuBLAS's does, so M between the ends takes the line between them in M
         (4096^2 M=1100 in bucket 1280: 63.4 us, the ends 1025 and 1280 about 58 and 69; the lesser end
-        would keep it whole where 1024 + 76 runs in 57.9, NOTES.md row 106). Where the tiles say nothing
+        would keep it whole where two launches ran in 57.5, NOTES.md row 106). Where the tiles say nothing
         (below a tile's own rows the smallest M can be the slower), the lesser end; None where the table has
         neither."""
         i = self.index(m)
