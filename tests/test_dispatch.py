@@ -374,9 +374,20 @@ def test_an_edge_timed_without_the_buckets_fastest_family_does_not_pick_for_it(t
     add(store, 33, 72, 256, route, 12.0)
     buckets = {b["m_max"]: b for b in build_table(store)["gpus"][GPU]["shapes"]["256x72"]["buckets"]}
     assert buckets[48]["variant"]["id"] == "gemm.bm64.bn64.bk64.g1.w4.s2" and "edge" not in buckets[48]
+    # tunesearch export names the bucket, with the sweep that fills its edge
+    from typer.testing import CliRunner
+
+    from tunesearch.cli import app
+
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "t.json"), "--db", store.url], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "256x72 M=33..48: no gemm variant timed at both M" in r.output
+    assert "--m 33 --families gemm --more 4" in r.output
     add(store, 33, 72, 256, "gemm.bm16.bn64.bk64.g1.w4.s2", 11.0)  # the family timed there: picked for it
     buckets = {b["m_max"]: b for b in build_table(store)["gpus"][GPU]["shapes"]["256x72"]["buckets"]}
     assert buckets[48]["variant"]["id"] == "gemm.bm16.bn64.bk64.g1.w4.s2" and buckets[48]["edge"]["m"] == 33
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "t.json"), "--db", store.url], env={"COLUMNS": "300"})
+    assert r.exit_code == 0 and "no gemm variant" not in r.output, r.output
 
 
 def test_bucket_edge_is_a_key_one_past_the_key_below():
