@@ -539,15 +539,14 @@ def test_the_cublas_routes_whole_launch_costs_the_line_between_its_ends_in_m():
     # bucket 1280 picks dequantize-then-cuBLAS: 58 us at its edge M=1025, 69 at 1280. cuBLAS's time grows
     # with M, so M=1100 is taken at 58 + 11 * 75/255, not the lesser end 58 (4096^2, NOTES.md row 106)
     route = "dequant.bk32.bn128.w4"
-    shape = _ShapeTable([_bucket(1, BUCKETS[1], 7.0), _bucket(96, BUCKETS[64], 11.0),
-                         _bucket(1024, BUCKETS[64], 46.7), _bucket(1280, route, 69.0, (1025, 58.0))], 64, "t")
+    below = [_bucket(1, BUCKETS[1], 7.0), _bucket(96, BUCKETS[64], 11.0), _bucket(1024, BUCKETS[64], 46.7)]
+    shape = _ShapeTable(below + [_bucket(1280, route, 69.0, (1025, 58.0))], 64, "t")
     assert [round(shape.whole_us(m), 3) for m in (1025, 1100, 1280)] == [58.0, round(58 + 11 * 75 / 255, 3), 69.0]
     # so 1024 + 76 (46.7 + 11 = 57.7 us) splits at M=1100 against 0.98 * 61.24; at M=1040, 0.98 * 58.65
     # = 57.47 stays whole
     assert (shape.split(1100), shape.split(1040)) == (1024, None)
     # with no edge stored the line has no ends: whole, as before
-    no_edge = _ShapeTable([_bucket(1, BUCKETS[1], 7.0), _bucket(96, BUCKETS[64], 11.0),
-                           _bucket(1024, BUCKETS[64], 46.7), _bucket(1280, route, 69.0)], 64, "t")
+    no_edge = _ShapeTable(below + [_bucket(1280, route, 69.0)], 64, "t")
     assert no_edge.split(1100) is None
 
 
