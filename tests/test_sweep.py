@@ -138,6 +138,39 @@ def test_time_budget_stops_the_sweep(tmp_path, interp):
     assert result.keys == 0  # the summary's "over N keys": none was reached within the budget
 
 
+def test_a_sweep_returns_the_keys_it_left_without_a_trial_of_this_code(tmp_path, interp):
+    store = Store(f"sqlite:///{tmp_path}/ts.db")
+    cut = run_sweep(store, tiny(time_budget=1e-6))
+    assert [(k.m, k.layout) for k in cut.untimed] == [(1, "base"), (3, "base")]  # none reached
+    assert run_sweep(store, tiny()).untimed == []
+
+
+def test_the_sweep_summary_marks_older_code_and_names_keys_left_untimed(tmp_path, interp, monkeypatch):
+    # A budget that ran out before a key left it with no trial of this code, while the summary showed its
+    # stored best of an older code as if timed; the export (--current-code-only) then left the key out and
+    # its bucket went to another family unseen (NOTES.md row 107)
+    from sqlalchemy import update
+
+    from tunesearch.db.models import Trial
+
+    monkeypatch.setenv("COLUMNS", "200")
+    db = f"sqlite:///{tmp_path}/ts.db"
+    run_sweep(Store(db), tiny(trials=2))
+    with Store(db).session() as s:  # M=3's trials become an older code's, and slow
+        s.execute(update(Trial).where(Trial.m == 3).values(code_version="0ld0ld0ld0ld", us=1e6))
+        s.commit()
+    args = ["sweep", "--interpret-test", "--shapes", "256x72", "--m", "1,3", "--group-size", "64", "--trials", "2",
+            "--db", db]
+    r = CliRunner().invoke(app, [*args, "--time-budget", "0.000001"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "warning: 1 key(s) hold no trial of this code" in text and "256x72 M=3 (base)" in text
+    assert text.count("(older code)") == 1  # M=3's best; M=1's is of this code
+    r = CliRunner().invoke(app, args)  # resumed: M=3 timed with this code, faster than the old ones
+    assert r.exit_code == 0, r.output
+    assert "2 new trials" in r.output and "warning" not in r.output and "(older code)" not in r.output
+
+
 def test_a_time_budget_is_shared_out_over_the_keys_left(tmp_path, interp, monkeypatch):
     """Each key searches until an equal share of what is left of the budget (``key_deadline``), counting
     only keys a resumed sweep has still to search; a key that ends early leaves its time to the rest."""

@@ -147,7 +147,8 @@ def sweep(
     """Search every kernel variant family per (shape, M) with Optuna; every trial is stored."""
     from tunesearch.report import print_best
     from tunesearch.shapes import parse_ms, parse_shapes
-    from tunesearch.sweep import SweepSettings, run_sweep, run_sweep_all
+    from tunesearch.sweep import (SweepSettings, is_current, run_sweep, run_sweep_all, sweep_layouts,
+                                  untimed_keys)
 
     try:
         settings = SweepSettings(shapes=parse_shapes(shapes), ms=parse_ms(m), group_size=group_size,
@@ -186,17 +187,34 @@ def sweep(
                 console.print(f"GPU {dev}: {n} trials, {status}" + (f": {err}" if err else ""))
             best = store.best_trials()
             print_best([t for t in best if (t.k, t.n) in settings.shapes and t.m in settings.all_ms],
-                       "best per key")
+                       "best per key", current=is_current)
+            from tunesearch.variants import DeviceLimits
+
+            _warn_untimed(untimed_keys(store, settings, name, sweep_layouts(settings, DeviceLimits.of(devices[0]))),
+                          settings)
             if any(status == "crashed" for _, _, status, _ in results):
                 raise typer.Exit(1)
             return
         device = devices[0]
     with _Progress(settings) as progress:
         result = run_sweep(store, settings, device, progress)
-    print_best(result.best, f"best per key on {result.gpu}")
+    print_best(result.best, f"best per key on {result.gpu}", current=is_current)
     retimed = f", {result.retimed} stored ones timed again" if result.retimed else ""
     console.print(f"{result.trials_run} new trials{retimed} over {result.keys} keys in {result.wall_s:.0f} s "
                   f"({result.status}); store: {store.url}")
+    _warn_untimed(result.untimed, settings)
+
+
+def _warn_untimed(keys, settings) -> None:
+    """Name the sweep's keys that hold no trial of this code: the export leaves them out."""
+    if not keys:
+        return
+    from tunesearch.sweep import describe_keys
+
+    of = f" of {','.join(settings.families)}" if settings.families else ""
+    console.print(f"[yellow]warning:[/] {len(keys)} key(s) hold no trial{of} of this code, which the export "
+                  f"leaves out: {describe_keys(keys)}. Run the same sweep again with more --time-budget: it "
+                  "resumes, skipping the keys that hold their trials")
 
 
 @app.command()
@@ -208,6 +226,7 @@ def show(
     """Print the stored best variant per key and write a roofline plot."""
     from tunesearch.db import Baseline
     from tunesearch.report import print_best, roofline_plot
+    from tunesearch.sweep import is_current
 
     store = _open_store(db)
     best = store.best_trials(gpu)
@@ -215,7 +234,7 @@ def show(
         _fail(f"no successful trials in {store.url}" + (f" for {gpu!r}" if gpu else ""), 1)
     for name in sorted({t.gpu_name for t in best}):
         rows = [t for t in best if t.gpu_name == name]
-        print_best(rows, f"best per key on {name}")
+        print_best(rows, f"best per key on {name}", current=is_current)
         g = store.find_gpu(name)
         if plot and g is not None:
             with store.session() as s:

@@ -5,20 +5,24 @@ from rich.console import Console
 from rich.table import Table
 
 
-def best_table(trials, title: str) -> Table:
+def best_table(trials, title: str, current=None) -> Table:
+    """The stored best per key; with ``current`` (a trial -> bool), a trial of an older kernel code is
+    marked so, since the export (``--current-code-only``) does not take it."""
     table = Table(title=title)
     for col in ("shape KxN", "M", "layout", "variant", "µs", "% roofline", "vs fp16"):
         table.add_column(col, justify="right" if col not in ("variant", "shape KxN", "layout") else "left",
                          no_wrap=True)
     for t in trials:
-        table.add_row(f"{t.k}x{t.n}", str(t.m), t.layout, t.variant_id, f"{t.us:.2f}",
+        older = current is not None and not current(t)
+        table.add_row(f"{t.k}x{t.n}", str(t.m), t.layout, t.variant_id + (" (older code)" if older else ""),
+                      f"{t.us:.2f}",
                       f"{100 * (t.roofline_frac or 0):.0f}%",
                       f"{t.speedup_fp16:.2f}x" if t.speedup_fp16 else "-")
     return table
 
 
-def print_best(trials, title: str, console: Console | None = None):
-    (console or Console()).print(best_table(trials, title))
+def print_best(trials, title: str, console: Console | None = None, current=None):
+    (console or Console()).print(best_table(trials, title, current))
 
 
 def roofline_plot(trials, copy_bandwidth: float, fp16: dict, path: str, title: str) -> str:

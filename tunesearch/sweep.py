@@ -105,6 +105,7 @@ class SweepResult:
     best: list = field(default_factory=list)
     worker_restarts: int = 0
     retimed: int = 0  # stored trials timed again (``more`` sweeps)
+    untimed: list = field(default_factory=list)  # keys left with no trial of this code (``untimed_keys``)
 
 
 def optuna_storage(store: Store, attempts: int = 5):
@@ -140,6 +141,34 @@ def _key_done(store: Store, key: Key, trials: int, code: str, space_size, famili
     ``trials`` are measured."""
     measured = _measured(store, key, code, families)
     return measured >= trials or measured >= space_size(key)
+
+
+def sweep_keys(settings: SweepSettings, gpu: str, layouts) -> list[Key]:
+    """The keys a sweep times on ``gpu``, in order: every shape's buckets, then their smallest M."""
+    return [Key(gpu, m, n, k, settings.group_size, layout)
+            for ms in (settings.ms, settings.edge_ms) for k, n in settings.shapes for m in ms for layout in layouts]
+
+
+def untimed_keys(store: Store, settings: SweepSettings, gpu: str, layouts) -> list[Key]:
+    """The sweep's keys that hold no trial of this tree's code (of its families): a budget that ran out
+    before them. `export --current-code-only` leaves them out, so a summary that showed their stored best
+    of an older code hid them (NOTES.md row 107: 4096x22016 M=4096 got no trial and its bucket went to
+    another family)."""
+    code = code_version()
+    return [key for key in sweep_keys(settings, gpu, layouts) if not _measured(store, key, code, settings.families)]
+
+
+def describe_keys(keys: list[Key]) -> str:
+    """``keys`` by shape and layout, e.g. "4096x22016 M=3073,4096 (frag32)"."""
+    groups: dict[tuple, list[int]] = {}
+    for key in keys:
+        groups.setdefault((key.k, key.n, key.layout), []).append(key.m)
+    return "; ".join(f"{k}x{n} M={','.join(map(str, ms))} ({layout})" for (k, n, layout), ms in groups.items())
+
+
+def is_current(trial) -> bool:
+    """Whether ``trial`` was timed with this tree's code of its family and layout."""
+    return trial.code_version == family_code(trial.family, code_version(), trial.layout)
 
 
 def key_deadline(now: float, deadline: float, keys_left: int) -> float:
@@ -223,8 +252,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     limits = DeviceLimits.of(device) if device is not None and not settings.interpret_test else None
     layouts = sweep_layouts(settings, limits)
     # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
-    keys = [Key(info.name, m, n, k, settings.group_size, layout)
-            for ms in (settings.ms, settings.edge_ms) for k, n in settings.shapes for m in ms for layout in layouts]
+    keys = sweep_keys(settings, info.name, layouts)
     trials_run, status, keys_seen, short, retimed = 0, "done", 0, False, 0
     # each key's space size, counted once a sweep: a count enumerates and checks the whole space (~0.2 s a
     # key on sm_90), and a sweep with a time budget asks for each key up to three times
@@ -292,8 +320,10 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             compiler.close()
     best = [t for t in store.best_trials(info.name)
             if (t.k, t.n) in set(settings.shapes) and t.m in settings.all_ms and t.group_size == settings.group_size]
+    mine = set(_dealt_keys(keys, settings, None)) if key_queue is None else set(keys)
+    untimed = [key for key in untimed_keys(store, settings, info.name, layouts) if key in mine]
     return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
-                       worker_restarts=measurer.restarts, retimed=retimed)
+                       worker_restarts=measurer.restarts, retimed=retimed, untimed=untimed)
 
 
 class _ForwardedProgress:
