@@ -126,13 +126,16 @@ def test_gemv_ptx_fields_and_pairs_equal_the_plain_spelling():
     assert torch.equal(ptx[:8].double(), exact.double())
 
 
-# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48, 24, 5, 3, 2
-# and 1: rsmma only, offered from M=1; 24, 5 and 1 inside its 32- and 16-token tiles; below a tile's rows A's
-# box has M's next power of two of rows, 3 one past M, `rsmma.a_rows_box`); N = 200 and 520 no multiple of
-# any BN, 200 not even of the 4-word copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
+# M across the 64- and 128-row tiles' masks (65, 127, 130) and inside a single partial tile (48, 24, 17, 12,
+# 5, 3, 2 and 1: rsmma only, offered from M=1; 24, 17, 12, 5 and 1 inside its 32- and 16-token tiles; below a
+# tile's rows A's boxes have R rows, M's last power of two, the second one of A's last R rows where M > R, at
+# the slot's row M - R: 1 at M = 3, 5, 17, 65, 4 at 12, 63 at 127; on 16-token tiles one box of M's next
+# power of two, `rsmma.a_rows_box`); N = 200 and 520 no multiple of any BN, 200 not even of the 4-word
+# copies; G = 64 leaves BK = 64 only; K = 256 with 4 splits of one block.
 DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128), (130, 1024, 4160, 128),
                 (192, 11008, 4096, 128), (48, 4096, 11008, 128), (24, 4096, 11008, 128), (5, 1024, 520, 128),
-                (3, 4096, 520, 128), (2, 1024, 200, 64), (1, 1024, 200, 128), (300, 1024, 520, 128)]
+                (3, 4096, 520, 128), (2, 1024, 200, 64), (17, 1024, 520, 128), (12, 2048, 520, 128),
+                (1, 1024, 200, 128), (300, 1024, 520, 128)]
 
 
 @pytest.mark.gpu

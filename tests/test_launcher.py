@@ -262,16 +262,18 @@ def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monke
 
 
 def test_rsmma_a_boxes_hold_ms_rows_below_a_token_tile_and_twotiles_stay_whole():
-    # rsmma's launch on CPU tensors (NOTES.md row 104): below BM tokens A's box is R rows, M's next power of
-    # two, by one 128-byte column chunk, where R < BM; else the family's [BM, BK]. twotile's loader takes whole
-    # boxes at any M, below HI too.
+    # rsmma's launch on CPU tensors (NOTES.md row 104): below BM tokens A's box is R rows, M's last power of
+    # two, by one 128-byte column chunk (the kernel copies a second box of A's last R rows where M > R); at BM
+    # tokens and past, the family's [BM, BK]. On 16-token tiles (rsmma.ONE_BOX_TILES) one box of M's next
+    # power of two, the whole tile's from M=9. twotile's loader takes whole boxes at any M, below HI too.
     from tunesearch.variants import Variant
     from tunesearch.variants.api import _rsmma_call, _twotile_call
 
-    tiles = {8: "rsmma.bm8.bn64.bk128.sk1.w4.s6.c3", 32: "rsmma.bm32.bn64.bk128.sk2.w4.s4.c2",
-             256: "rsmma.bm256.bn64.bk128.sk1.w4.s3"}
-    for bm, M, box in [(8, 1, [1, 64]), (8, 3, [4, 64]), (8, 7, [8, 128]), (8, 8, [8, 128]), (8, 300, [8, 128]),
-                        (32, 16, [16, 64]), (32, 17, [32, 128]), (256, 128, [128, 64]), (256, 129, [256, 128])]:
+    tiles = {8: "rsmma.bm8.bn64.bk128.sk1.w4.s6.c3", 16: "rsmma.bm16.bn64.bk128.sk1.w4.s5.c3",
+             32: "rsmma.bm32.bn64.bk128.sk2.w4.s4.c2", 256: "rsmma.bm256.bn64.bk128.sk1.w4.s3"}
+    for bm, M, box in [(8, 1, [1, 64]), (8, 3, [2, 64]), (8, 7, [4, 64]), (8, 8, [8, 128]), (8, 300, [8, 128]),
+                        (16, 3, [4, 64]), (16, 5, [8, 64]), (16, 9, [16, 128]), (16, 15, [16, 128]),
+                        (32, 17, [16, 64]), (32, 31, [16, 64]), (256, 128, [128, 64]), (256, 255, [128, 64])]:
         a, packed, scales = _operands(M, 4096, 4096)
         _, _, args, _ = _rsmma_call(Variant.from_id(tiles[bm]).params, a, packed, scales,
                                     torch.empty(M, 4096, dtype=torch.float16), 128)

@@ -482,10 +482,14 @@ def shared_layouts(BM: int, BN: int, BK: int):
     """Shared layouts of the three TMA boxes: A [BM, BK] swizzled for wgmma; packed W [BK/8, BN] and the
     scale row [1, BN] plain (a 512-byte row is wider than any swizzle span; the unpack reads 16 bytes per
     thread along it)."""
-    a = gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)
     p = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
     s = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    return a, p, s
+    return a_shared_layout(BM, BK), p, s
+
+
+def a_shared_layout(BM: int, BK: int):
+    """A's box [BM, BK] in shared memory, swizzled for wgmma."""
+    return gl.NVMMASharedLayout.get_default_for([BM, BK], gl.float16)
 
 
 def launch_registers(BM: int, unpack_warps: int = UNPACK_WARPS, mma_loads: bool = False) -> int:

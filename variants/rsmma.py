@@ -67,9 +67,10 @@ LOAD_REGS = gl.constexpr(24)  # the loader only issues TMA: its registers go to 
 MMA = gl.constexpr(1)  # unpack each block into the fragment and issue its wgmma
 A_COPY = gl.constexpr(2)  # TMA the activations' tile into the ring with the packed weights and scales
 ALL_PARTS = MMA.value | A_COPY.value
-# A slot's 128-byte column chunks as plain rows [BK/64 x BM, 64], which Gluon slices below the 8-row atom of
-# the slot's swizzle (it refuses to slice the swizzled slot so): a launch of fewer tokens than BM copies its
-# rows there (``a_rows_box``), and the TMA swizzles them by the shared address, as the slot holds them
+# A slot's 128-byte column chunks as plain rows [BK/64 x BM, 64] (or [BK/64 x BM, 1, 64], indexed by row),
+# which Gluon slices below the 8-row atom of the slot's swizzle (it refuses to slice the swizzled slot so):
+# a launch of fewer tokens than BM copies its rows there (``a_rows_box``), and the TMA swizzles them by the
+# shared address, as the slot holds them
 CHUNK_ROWS = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
 
 
@@ -308,8 +309,10 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
     BN: gl.constexpr = s_smem.type.shape[2]
     BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
-    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]  # BM, or M's rows where M < BM (``a_rows_box``)
+    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]  # BM, or M's last power of two where M < BM (``a_rows_box``)
     A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
+    REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
+    M = a_desc.shape[0]
     pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
     for i in range(n_units):
         s = i % STAGES
@@ -317,15 +320,23 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         bar = ready.index(s)
         k = kb * BK
         if PARTS & A_COPY:
-            mbarrier.expect(bar, A_BYTES + P_BYTES + s_desc.block_type.nbytes)
-            if A_ROWS < BM:  # one token tile of fewer tokens: their rows alone, the chunks' first rows
+            if A_ROWS < BM:  # one token tile of fewer tokens: their rows alone, in each 128-byte column chunk
+                # rows 0..A_ROWS-1, then where M > A_ROWS A's last A_ROWS rows at rows M - A_ROWS..M-1 (the
+                # same values twice where they overlap); one expect a phase (it arrives), of what comes
+                mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
+                mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], CHUNK_ROWS)
+                rows = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 1, 64], CHUNK_ROWS)
                 for c in gl.static_range(BK // 64):
                     tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
+                    # the TMA writes the box from the address of the row it is given (Gluon slices only at
+                    # constant multiples of a slice's length; `index` takes M's)
+                    tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
+                                                    rows.index(c * BM + M - A_ROWS), pred=M > A_ROWS)
             else:
+                mbarrier.expect(bar, A_BYTES + REST)
                 # a last tile that M fills in part starts at M - BM where it can (token_origin): no rows past A
-                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, a_desc.shape[0]), k], bar,
-                                                a_smem.index(s))
+                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, M), k], bar, a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
         if BASE:  # the base layout's box [BK/8, BN]
@@ -555,18 +566,35 @@ def frag32_word_layout(BK: int, num_warps: int):
                                       shape=[num_warps // 4 * C, 256])
 
 
+# token tiles whose launches below BM take one box of M's next power of two (``a_rows_box``): on a 16-token
+# tile the two boxes ran 4096x22016 M=9 at 18.86 against one box's 18.12 us, the one key of fifteen where
+# they lost (NOTES.md row 105 (a)); they won 2.6-3.3 us at the first M of 32- and 64-token tiles
+ONE_BOX_TILES = (16,)
+
+
 def a_rows_box(a_desc):
-    """A's TMA descriptor ``a_desc`` (boxes [BM, BK], the slot's layout) as a launch of fewer tokens than BM
-    (one token tile) reads A: boxes [R, 64] of its R rows (M's next power of two), one per 128-byte column
-    chunk of the slot, where R < BM: the TMA zero-fills rows past A slowly (M=1 on 4096x22016 took 17.23
-    against 16.08 us, NOTES.md row 104); the slot's other rows keep what they held, their tokens' columns
-    masked at C. ``a_desc`` itself where R >= BM."""
+    """A's TMA descriptor ``a_desc`` (boxes [BM, BK], the slot's layout) as a launch of M < BM tokens (one
+    token tile) reads A: boxes [R, 64], R being M's last power of two, one per 128-byte column chunk of the
+    slot and, where M > R, a second of A's last R rows (``_load_partition``): the TMA zero-fills a box's
+    rows past A slowly (M=1 on 4096x22016 took 17.23 against 16.08 us, NOTES.md row 104); the slot's other
+    rows keep what they held, their tokens' columns masked at C. On ``ONE_BOX_TILES`` R is M's next power
+    of two instead (one box, rows past M zero-filled). ``a_desc`` itself where R >= BM."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    rows = 1 << (a_desc.shape[0] - 1).bit_length()
-    if rows >= a_desc.block_shape[0]:
+    M, BM = a_desc.shape[0], a_desc.block_shape[0]
+    rows = 1 << ((M - 1).bit_length() if BM in ONE_BOX_TILES else M.bit_length() - 1)
+    if rows >= BM:
         return a_desc
     return TensorDescriptor.from_tensor(a_desc.base, [rows, 64], a_desc.layout)
+
+
+def a_descriptor(a, BM: int, BK: int, row_boxes: bool = True):
+    """A's TMA descriptor, boxes [BM, BK] in the slot's layout (as ``a_rows_box`` makes it, unless
+    ``row_boxes`` is False: twotile's loader takes whole boxes at any M)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    a_desc = TensorDescriptor.from_tensor(a, [BM, BK], dqmma.a_shared_layout(BM, BK))
+    return a_rows_box(a_desc) if row_boxes else a_desc
 
 
 def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
@@ -577,13 +605,11 @@ def descriptors(a, packed, scales, BM: int, BN: int, BK: int):
 
 
 def frag32_descriptors(a, packed_f, scales, BM: int, BN: int, BK: int, row_boxes: bool = True):
-    """TMA descriptors of A [BM, BK] (as ``a_rows_box`` makes it, unless ``row_boxes`` is False: twotile's
-    loader takes whole boxes at any M), frag32 rows [K/32, 4N] in boxes [BK/32, 256] (64 columns' chunks,
-    BN/64 a block) and the scales [1, BN]."""
+    """TMA descriptors of A [BM, BK] (``a_descriptor``), frag32 rows [K/32, 4N] in boxes [BK/32, 256] (64
+    columns' chunks, BN/64 a block) and the scales [1, BN]."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    a_layout, p_layout, s_layout = dqmma.shared_layouts(BM, BN, BK)
-    a_desc = TensorDescriptor.from_tensor(a, [BM, BK], a_layout)
-    return (a_rows_box(a_desc) if row_boxes else a_desc,
+    _, p_layout, s_layout = dqmma.shared_layouts(BM, BN, BK)
+    return (a_descriptor(a, BM, BK, row_boxes),
             TensorDescriptor.from_tensor(packed_f, [BK // 32, 256], p_layout),
             TensorDescriptor.from_tensor(scales, [1, BN], s_layout))

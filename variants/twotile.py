@@ -30,7 +30,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from .dqmma import _first_cta, _next_unit, _unit, store_tile, stream_k_segment, stream_k_segments, token_origin
-from .rsmma import LOAD_REGS, _store_tile_staged, frag32_descriptors
+from .rsmma import LOAD_REGS, _store_tile_staged, a_descriptor, frag32_descriptors
 
 
 @gluon.jit
@@ -204,4 +204,4 @@ def descriptors(a, packed_f, scales, HI: int, LO: int, BN: int, BK: int):
     """TMA descriptors of A in boxes of HI and of LO rows [., BK] at any M (the loader takes whole boxes),
     the frag32 weights and the scales (``rsmma.frag32_descriptors``'): the kernel's first four arguments."""
     a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, HI, BN, BK, row_boxes=False)
-    return a_hi, frag32_descriptors(a, packed_f, scales, LO, BN, BK, row_boxes=False)[0], p_desc, s_desc
+    return a_hi, a_descriptor(a, LO, BK, row_boxes=False), p_desc, s_desc

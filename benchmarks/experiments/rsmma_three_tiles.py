@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from tunesearch.variants.dqmma import _unit, token_origin  # noqa: E402
-from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged, frag32_descriptors  # noqa: E402
+from tunesearch.variants.rsmma import LOAD_REGS, _store_tile_staged, a_descriptor, frag32_descriptors  # noqa: E402
 
 FIELDS = ("BN", "HI", "MID", "LO", "BK", "STAGES", "CTAS")  # a config's order on the command line
 
@@ -209,8 +209,8 @@ def launch_args(config: dict, a, packed_f, scales, out):
 
     def descriptors(a, packed_f, scales, bm, bn, bk):
         a_hi, p_desc, s_desc = frag32_descriptors(a, packed_f, scales, hi, bn, bk, row_boxes=False)
-        return (a_hi, frag32_descriptors(a, packed_f, scales, mid, bn, bk, row_boxes=False)[0],
-                frag32_descriptors(a, packed_f, scales, lo, bn, bk, row_boxes=False)[0], p_desc, s_desc)
+        return (a_hi, a_descriptor(a, mid, bk, row_boxes=False), a_descriptor(a, lo, bk, row_boxes=False),
+                p_desc, s_desc)
     args = _gluon_args(descriptors, a, packed_f, scales, out, hi + mid + lo, bn, bk, tiles, 1)
     warps = bn // 16
     meta = dict(GROUP=128, MID=mid, LO=lo, BK=bk, STAGES=config["STAGES"], WORDS=rsmma.frag32_word_layout(bk, warps),
