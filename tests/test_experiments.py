@@ -449,3 +449,16 @@ def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():
         assert form["tma_loads"] == 2 * per_chunk + 2, name
         assert form["wgmma"] == got["rows8"]["wgmma"] and form["waits"] == got["rows8"]["waits"], name
         assert form["local"] == 0 and form["reg"] <= 80, name
+
+
+def test_loader_ab_differs_from_the_tree_only_by_the_predicated_second_box():
+    # benchmarks/experiments/loader_ab.py (NOTES.md row 108) times the tree's rsmma against the loader it
+    # had before two_box at M=1, 2, 4: the A/B means something only if the one-box form drops exactly the
+    # second copy of A a column chunk (two at BK=128) and keeps the family's wgmmas, waits and registers
+    tree = _compiled_offline("loader_ab.py", "--compile", "tree")
+    one_box = _compiled_offline("loader_ab.py", "--compile", "one_box")
+    assert tree["a_rows"] == one_box["a_rows"] == 1
+    assert tree["tma_loads"] == one_box["tma_loads"] + 2 == 6, (tree, one_box)
+    for field in ("wgmma", "waits", "reg"):
+        assert tree[field] == one_box[field], (field, tree, one_box)
+    assert tree["local"] == one_box["local"] == 0
