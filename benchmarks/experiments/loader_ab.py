@@ -1,19 +1,18 @@
-"""EXPERIMENT: does two_box's loader cost the launches it adds no box to? (NOTES.md rows 108-109)
+"""EXPERIMENT: does two_box's loader cost the launches it adds no box to? (NOTES.md row 108)
 
-    python benchmarks/experiments/loader_ab.py OUT_DIR LOADER ROUND      (on an sm_90 GPU)
-    python benchmarks/experiments/loader_ab.py --compile LOADER [M]       (offline: TMA loads, registers)
-    bash benchmarks/experiments/loader_ab.sh                              (on the device: rounds of each)
+    python benchmarks/experiments/loader_ab.py OUT_DIR tree|one_box ROUND   (on an sm_90 GPU)
+    python benchmarks/experiments/loader_ab.py --compile tree|one_box         (offline: TMA loads, registers)
+    bash benchmarks/experiments/loader_ab.sh                                (on the device: rounds of both)
 
-two_box (``_s57``, c8a9bfa) made rsmma's loader, below a token tile, set one of two predicated expects and
-issue a second, predicated copy of A's last rows each 128-byte column chunk a stage, M read at run time;
-where M is a power of two (M=1, 2, 4 on the 8-token picks) the box holds every row and that copy is never
+Since two_box (``_s57``) rsmma's loader, below a token tile, sets one of two predicated expects and issues a
+second, predicated copy of A's last rows each 128-byte column chunk a stage, M read at run time; where M
+is a power of two (M=1, 2, 4 on the 8-token picks) the box holds every row and the second copy is never
 issued. The default bench after it ran M=1..4 1.2-2.9% slower than ``_s54``'s on every shape, the same
-picks included, while tinygemm moved +0.3%; ``_s53``'s A/B of the forms could not tell, since both of its
-forms ran the two-box loader. LOADER: ``predicated`` (c8a9bfa's, ``predicated_load_partition``),
-``one_box`` (``_s53`` to ``_s56``'s: one box a chunk, one expect, ``one_box_load_partition``; right only
-where M is a power of two below the tile) or ``tree`` (the tree's own: since row 109 the second box is
-the constexpr A_TAIL, ``rsmma.a_tail``). Processes alternate (Triton refuses a kernel's callee changed
-after it compiled), at the packaged table's picks, each launch checked against A @ dequantize(W) first.
+picks included, while tinygemm moved +0.3%; ``_s53``'s same-run A/B of the two forms could not tell,
+since both of its forms ran the two-box loader. Here the ``one_box`` process runs the family with the
+loader it had from ``_s53`` to ``_s56`` (one box a chunk, one expect: ``one_box_load_partition``), the
+``tree`` process the tree's own; processes alternate (Triton refuses a kernel's callee changed after it
+compiled), at the packaged table's picks, each launch checked against A @ dequantize(W) first.
 """
 import json
 import os
@@ -32,17 +31,17 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # no
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
-# M a power of two below the 8-token tile, on the five llama-7b shapes: the launches where c8a9bfa's second
-# copy is predicated off; and M=3, where it is issued (one_box skips it: its one box would leave a row out)
+# M a power of two below the 8-token tile, on the five llama-7b shapes: the launches where the tree's
+# second copy is predicated off
 KEYS = [(M, K, N) for K, N in ((4096, 22016), (4096, 11008), (11008, 4096), (4096, 12288), (4096, 4096))
-        for M in (1, 2, 3, 4)]
+        for M in (1, 2, 4)]
 
 
 @gluon.jit
 def one_box_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                           tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr):
+                           tiles_n, group, PARTS: gl.constexpr):
     """rsmma's ``_load_partition`` as it was from ``_s53`` to ``_s56`` (3ef3d26): below a token tile one
-    box of A's rows a column chunk and one expect, nothing predicated (A_TAIL not read)."""
+    box of A's rows a column chunk and one expect, nothing predicated."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -78,69 +77,15 @@ def one_box_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready
         pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
-@gluon.jit
-def predicated_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                              tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr):
-    """rsmma's ``_load_partition`` as two_box shipped it (c8a9bfa): below a token tile the second box and
-    its expect predicated on M at run time (A_TAIL not read)."""
-    STAGES: gl.constexpr = a_smem.type.shape[0]
-    BM: gl.constexpr = a_smem.type.shape[1]
-    BK: gl.constexpr = a_smem.type.shape[2]
-    BN: gl.constexpr = s_smem.type.shape[2]
-    BASE: gl.constexpr = p_smem.type.shape[1] == BK // 8
-    P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
-    A_ROWS: gl.constexpr = a_desc.block_type.shape[0]
-    A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
-    REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
-    M = a_desc.shape[0]
-    pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
-    for i in range(n_units):
-        s = i % STAGES
-        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
-        bar = ready.index(s)
-        k = kb * BK
-        if PARTS & rsmma.A_COPY:
-            if A_ROWS < BM:
-                mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
-                mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
-                chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], rsmma.CHUNK_ROWS)
-                rows = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 1, 64], rsmma.CHUNK_ROWS)
-                for c in gl.static_range(BK // 64):
-                    tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
-                    tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
-                                                    rows.index(c * BM + M - A_ROWS), pred=M > A_ROWS)
-            else:
-                mbarrier.expect(bar, A_BYTES + REST)
-                tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, M), k], bar, a_smem.index(s))
-        else:
-            mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
-        if BASE:
-            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        else:
-            for j in gl.static_range(BN // 64):
-                tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
-                                                p_smem.index(s).slice(j * (BK // 32), BK // 32))
-        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
-        pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
-
-
-LOADERS = {"tree": None, "one_box": one_box_load_partition, "predicated": predicated_load_partition}
-
-
-def use_loader(loader: str):
-    """rsmma's kernel with ``loader``'s partition: set before anything compiles."""
-    if loader not in LOADERS:
-        raise SystemExit(f"loader: one of {', '.join(LOADERS)}, not {loader!r}")
-    if LOADERS[loader] is not None:
-        rsmma._load_partition = LOADERS[loader]
-
-
 def main(out_dir: str, loader: str, round_: str):
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, kernel_bytes, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
 
-    use_loader(loader)
+    if loader == "one_box":
+        rsmma._load_partition = one_box_load_partition  # before anything compiles
+    elif loader != "tree":
+        raise SystemExit(f"loader: tree or one_box, not {loader!r}")
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
@@ -150,8 +95,6 @@ def main(out_dir: str, loader: str, round_: str):
         row = dict(M=M, K=K, N=N, variant=variant.id, loader=loader, round=int(round_))
         if variant.family != "rsmma" or variant.params["BM"] <= M:
             row["skipped"] = "not an rsmma launch below its token tile"
-        elif loader == "one_box" and M & (M - 1):
-            row["skipped"] = "one box: right only where M is a power of two"
         else:
             err = CheckInputs(M, N, K, 128, "cuda", layout="frag32").check(variant)
             row["rel_error"] = err
@@ -167,21 +110,22 @@ def main(out_dir: str, loader: str, round_: str):
                                                                                indent=1))
 
 
-def compile_loader(loader: str, M: int = 1) -> dict:
-    """4096x22016's M=1 pick compiled offline for sm_90 with ``loader``'s partition at M tokens, A's box as
-    the launch makes it: TMA loads in the SASS, wgmma and their waits, registers, spills."""
+def compile_loader(loader: str) -> dict:
+    """4096x22016's M=1 pick compiled offline for sm_90 with ``loader``'s partition, A's box of one row:
+    TMA loads in the SASS, wgmma and their waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
     from tunesearch.variants.api import _rsmma_call
     from tunesearch.variants.layout import pack_frag32
 
-    use_loader(loader)
+    if loader == "one_box":
+        rsmma._load_partition = one_box_load_partition
     variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
-    a = torch.empty(M, 4096, dtype=torch.float16)
+    a = torch.empty(1, 4096, dtype=torch.float16)
     packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
     scales = torch.empty(32, 22016, dtype=torch.float16)
-    _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, torch.empty(M, 22016, dtype=torch.float16), 128)
+    _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, torch.empty(1, 22016, dtype=torch.float16), 128)
     consts = {k: v for k, v in meta.items() if k != "maxnreg"}
     compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
     sass = disassemble(compiled)
@@ -190,7 +134,7 @@ def compile_loader(loader: str, M: int = 1) -> dict:
 
 
 def summary(out_dir: str):
-    """Per key the median over rounds of each loader, and each one's over the tree's."""
+    """Per key the median over rounds of each loader, and one_box / tree."""
     import statistics
 
     times, floors = {}, {}
@@ -200,30 +144,25 @@ def summary(out_dir: str):
                 times.setdefault((r["M"], r["K"], r["N"], r["variant"]), {}).setdefault(r["loader"], []).append(r["us"])
             if "floor" in r:
                 floors.setdefault((r["K"], r["N"]), []).append(r["floor"])
-    loaders = [x for x in LOADERS if any(x in by for by in times.values())]
-    print(f"{'key':>17} {'variant':>42} " + " ".join(f"{x:>10}" for x in loaders)
-          + " " + " ".join(f"{x + '/tree':>15}" for x in loaders if x != "tree") + " rounds")
-    ratios = {x: [] for x in loaders if x != "tree"}
+    print(f"{'key':>17} {'variant':>42} {'tree':>7} {'one_box':>7} {'one/tree':>8} rounds")
+    ratios = []
     for (M, K, N, vid), by in times.items():
-        med = {x: statistics.median(by.get(x, [float("nan")])) for x in loaders}
-        for x in ratios:
-            ratios[x].append(med[x] / med["tree"])
-        print(f"{'M=%d %dx%d' % (M, K, N):>17} {vid:>42} " + " ".join(f"{med[x]:10.2f}" for x in loaders)
-              + " " + " ".join(f"{med[x] / med['tree']:15.3f}" for x in ratios)
-              + " " + "/".join(str(len(by.get(x, []))) for x in loaders))
+        tree, one = (statistics.median(by.get(x, [float("nan")])) for x in ("tree", "one_box"))
+        ratios.append(one / tree)
+        print(f"{'M=%d %dx%d' % (M, K, N):>17} {vid:>42} {tree:7.2f} {one:7.2f} {one / tree:8.3f} "
+              f"{len(by.get('tree', []))}/{len(by.get('one_box', []))}")
     for (K, N), us in floors.items():
         by = times.get(next(k for k in times if k[:3] == (1, K, N)), {})
         print(f"M=1 {K}x{N}: floor median {statistics.median(us):.2f} us over {len(us)}; x floor: "
               + ", ".join(f"{x} {statistics.median(by[x]) / statistics.median(us):.3f}" for x in by))
-    for x, r in ratios.items():
-        if r:
-            print(f"median {x}/tree {statistics.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f})")
+    if ratios:
+        print(f"median one_box/tree {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--summary":
         summary(sys.argv[2])
     elif sys.argv[1] == "--compile":
-        print(json.dumps(compile_loader(sys.argv[2], *map(int, sys.argv[3:4]))))
+        print(json.dumps(compile_loader(sys.argv[2])))
     else:
         main(*sys.argv[1:4])
