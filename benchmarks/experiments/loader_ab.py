@@ -15,7 +15,6 @@ loader it had from ``_s53`` to ``_s56`` (one box a chunk, one expect: ``one_box_
 compiled), at the packaged table's picks, each launch checked against A @ dequantize(W) first.
 """
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
 
+from benchmarks.experiments.rsmma_row_box import copy_weights  # noqa: E402
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
@@ -67,17 +67,12 @@ def one_box_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready
                                                 a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
-        if BASE:
-            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        else:
-            for j in gl.static_range(BN // 64):
-                tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
-                                                p_smem.index(s).slice(j * (BK // 32), BK // 32))
-        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+        copy_weights(p_desc, s_desc, p_smem.index(s), s_smem.index(s), bar, k, pid_n, group, BASE, BN, BK)
         pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
 def main(out_dir: str, loader: str, round_: str):
+    from benchmarks.experiments import gluon_checks
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, kernel_bytes, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
@@ -89,8 +84,7 @@ def main(out_dir: str, loader: str, round_: str):
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
-    keys = [tuple(int(x) for x in k.split(",")) for k in os.environ.get("LOADER_KEYS", "").split(";") if k] or KEYS
-    for M, K, N in keys:
+    for M, K, N in gluon_checks.env_keys("LOADER_KEYS", KEYS):
         variant = table.resolve(M, N, K, torch.device("cuda"))
         row = dict(M=M, K=K, N=N, variant=variant.id, loader=loader, round=int(round_))
         if variant.family != "rsmma" or variant.params["BM"] <= M:

@@ -92,14 +92,22 @@ def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, e
                 tma.async_copy_global_to_shared(a_desc, [token_origin(pid_m, BM, M), k], bar, a_smem.index(s))
         else:
             mbarrier.expect(bar, P_BYTES + s_desc.block_type.nbytes)
-        if BASE:
-            tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_smem.index(s))
-        else:
-            for j in gl.static_range(BN // 64):
-                tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
-                                                p_smem.index(s).slice(j * (BK // 32), BK // 32))
-        tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_smem.index(s))
+        copy_weights(p_desc, s_desc, p_smem.index(s), s_smem.index(s), bar, k, pid_n, group, BASE, BN, BK)
         pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
+
+
+@gluon.jit
+def copy_weights(p_desc, s_desc, p_slot, s_slot, bar, k, pid_n, group, BASE: gl.constexpr, BN: gl.constexpr,
+                 BK: gl.constexpr):
+    """A block's packed weights and scale row into a ring slot, as rsmma's ``_load_partition`` copies them:
+    the experiments' loaders (this one, loader_ab.py's) differ from the family's in A's copy only."""
+    if BASE:  # the base layout's box [BK/8, BN]
+        tma.async_copy_global_to_shared(p_desc, [k // 8, pid_n * BN], bar, p_slot)
+    else:  # frag32's rows [K/32, 4N]: a box of whole chunks [BK/32, 256] per 64 columns
+        for j in gl.static_range(BN // 64):
+            tma.async_copy_global_to_shared(p_desc, [k // 32, (pid_n * BN + 64 * j) * 4], bar,
+                                            p_slot.slice(j * (BK // 32), BK // 32))
+    tma.async_copy_global_to_shared(s_desc, [k // group, pid_n * BN], bar, s_slot)
 
 
 def use_rows_partition():
