@@ -12,7 +12,7 @@
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 DB=sqlite:////tmp/s.db
-LOGS=${LOGS:-benchmarks/results/trials_resume_h200_2026-12-04_s57.jsonl.gz}  # the packaged table's store
+LOGS=${LOGS:-benchmarks/results/trials_resume_h200_2026-12-04_s59.jsonl.gz}  # the packaged table's store
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 step "rebuild the store from the logs"

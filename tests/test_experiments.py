@@ -231,8 +231,9 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     assert (got["fp16_multiplies"] == 0) == after
     assert got["shared_loads"].get("LDS.64", 0) == 3 * (p["BK"] // 32) * 4
     # A's 256-byte rows at BK=128 take two boxes, one a 128-byte column chunk, and below a token tile's rows
-    # (M=128 here, on bm256) two boxes a chunk, the second of A's last rows (rsmma.a_rows_box)
-    assert got["tma_loads"] == 2 + p["BK"] // 64 * (2 if p["BM"] > 128 else 1)
+    # (M=128 here, on bm256) one box a chunk of M's rows: 128 is a power of two, so no second box of A's
+    # last rows (rsmma.a_tail)
+    assert got["tma_loads"] == 2 + p["BK"] // 64
     assert got["local"] == 0
     bytes_ = rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"])
     assert bytes_ <= got["shared"] <= bytes_ + 1024
@@ -451,14 +452,20 @@ def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():
         assert form["local"] == 0 and form["reg"] <= 80, name
 
 
-def test_loader_ab_differs_from_the_tree_only_by_the_predicated_second_box():
-    # benchmarks/experiments/loader_ab.py (NOTES.md row 108) times the tree's rsmma against the loader it
-    # had before two_box at M=1, 2, 4: the A/B means something only if the one-box form drops exactly the
-    # second copy of A a column chunk (two at BK=128) and keeps the family's wgmmas, waits and registers
-    tree = _compiled_offline("loader_ab.py", "--compile", "tree")
-    one_box = _compiled_offline("loader_ab.py", "--compile", "one_box")
-    assert tree["a_rows"] == one_box["a_rows"] == 1
-    assert tree["tma_loads"] == one_box["tma_loads"] + 2 == 6, (tree, one_box)
-    for field in ("wgmma", "waits", "reg"):
-        assert tree[field] == one_box[field], (field, tree, one_box)
-    assert tree["local"] == one_box["local"] == 0
+def test_rsmmas_loader_compiles_a_second_box_of_a_only_where_the_launch_needs_it():
+    # rsmma's loader (NOTES.md rows 108-109): below a token tile A's box of M's last power of two R, and a
+    # second of A's last rows only where M > R, a constexpr (A_TAIL): at M=1 the tree compiles as the
+    # one-box loader of _s53-_s56 (two TMA copies of A a stage, one a 128-byte column chunk at BK=128), at
+    # M=3 with the second box (two more), and two_box's first form (c8a9bfa) with the two predicated
+    # copies at M=1 too, which cost M=1, 2, 4 1-3% (loader_ab.py). Each keeps the family's wgmmas, waits
+    # and registers, with no spills.
+    tree1, tree3, predicated, one_box = (_compiled_offline("loader_ab.py", "--compile", loader, m)
+                                         for loader, m in (("tree", "1"), ("tree", "3"), ("predicated", "1"),
+                                                           ("one_box", "1")))
+    assert (tree1["a_rows"], tree3["a_rows"]) == (1, 2)
+    assert tree1["tma_loads"] == one_box["tma_loads"] == 4, (tree1, one_box)
+    assert tree3["tma_loads"] == predicated["tma_loads"] == 6, (tree3, predicated)
+    for form in (tree3, predicated, one_box):
+        for field in ("wgmma", "waits", "reg"):
+            assert form[field] == tree1[field], (field, form, tree1)
+        assert form["local"] == 0

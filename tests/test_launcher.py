@@ -263,7 +263,8 @@ def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monke
 
 def test_rsmma_a_boxes_hold_ms_rows_below_a_token_tile_and_twotiles_stay_whole():
     # rsmma's launch on CPU tensors (NOTES.md row 104): below BM tokens A's box is R rows, M's last power of
-    # two, by one 128-byte column chunk (the kernel copies a second box of A's last R rows where M > R); at BM
+    # two, by one 128-byte column chunk (the kernel copies a second box of A's last R rows where M > R, its
+    # constexpr A_TAIL); at BM
     # tokens and past, the family's [BM, BK]. On 16-token tiles (rsmma.ONE_BOX_TILES) one box of M's next
     # power of two, the whole tile's from M=9. twotile's loader takes whole boxes at any M, below HI too.
     from tunesearch.variants import Variant
@@ -275,9 +276,11 @@ def test_rsmma_a_boxes_hold_ms_rows_below_a_token_tile_and_twotiles_stay_whole()
                         (16, 3, [4, 64]), (16, 5, [8, 64]), (16, 9, [16, 128]), (16, 15, [16, 128]),
                         (32, 17, [16, 64]), (32, 31, [16, 64]), (256, 128, [128, 64]), (256, 255, [128, 64])]:
         a, packed, scales = _operands(M, 4096, 4096)
-        _, _, args, _ = _rsmma_call(Variant.from_id(tiles[bm]).params, a, packed, scales,
-                                    torch.empty(M, 4096, dtype=torch.float16), 128)
+        _, _, args, meta = _rsmma_call(Variant.from_id(tiles[bm]).params, a, packed, scales,
+                                       torch.empty(M, 4096, dtype=torch.float16), 128)
         assert list(args[0].block_shape) == box, (bm, M)
+        # the kernel copies a second box of A's last rows exactly where its box holds fewer rows than M
+        assert meta["A_TAIL"] == (box[0] < min(M, bm)), (bm, M)
     a, packed, scales = _operands(5, 4096, 4096)
     twotile = Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk1.w4.s4.c2")
     _, _, args, _ = _twotile_call(twotile.params, a, packed, scales, torch.empty(5, 4096, dtype=torch.float16), 128)

@@ -168,7 +168,7 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     # A kernel edit without a re-sweep, or a table not exported from the dumped trials, fails here.
     table = json.loads((ROOT / "tunesearch/tables/h200.json").read_text())
     store = Store(f"sqlite:///{tmp_path}/h200.db")
-    load_trials(store, [ROOT / "benchmarks/results/trials_resume_h200_2026-12-04_s57.jsonl.gz"])
+    load_trials(store, [ROOT / "benchmarks/results/trials_resume_h200_2026-12-04_s59.jsonl.gz"])
     rebuilt = build_table(store, current_code_only=True)
     assert [g.name for g in store.gpus()] == ["NVIDIA H200"]  # one GPU row: one environment throughout
     for t in (table, rebuilt):

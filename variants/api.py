@@ -179,8 +179,8 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     meta = dict(GROUP=group_size, BM=bm, BK=bk, SPLIT_K=split_k, MAX_PARTS=parts, STAGES=p["num_stages"],
                 WORDS=words(bk, warps), FRAGMENT=fragment, PAIRED_ROWS=True, PARTS=rsmma.ALL_PARTS, STAGED_C=True,
                 SKEW=p["SKEW"], OWNER_FIRST=p["SKEW"] > 0,
-                STAGED_SPLIT=staged_split(bn, bk, p["num_stages"], split_k), num_warps=warps,
-                maxnreg=launch_registers(warps, p["CTAS"]))
+                STAGED_SPLIT=staged_split(bn, bk, p["num_stages"], split_k), A_TAIL=rsmma.a_tail(M, bm),
+                num_warps=warps, maxnreg=launch_registers(warps, p["CTAS"]))
     meta["SCALE_AFTER"] = scale_after(bn, bm, bk, meta["maxnreg"])
     return rsmma.rsmma_kernel, grid, args, meta
 

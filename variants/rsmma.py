@@ -301,8 +301,9 @@ def _mma_partition(BM: gl.constexpr, BN: gl.constexpr, num_warps: gl.constexpr, 
 
 @gluon.jit
 def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
-                    group, PARTS: gl.constexpr):
-    """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order."""
+                    group, PARTS: gl.constexpr, A_TAIL: gl.constexpr):
+    """TMA the CTA's units (a block of one tile each, tiles in _unit's order) into the ring, in order.
+    A_TAIL (``a_tail``): A's box has fewer rows than M, so a second box of A's last rows follows it."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -311,6 +312,7 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
     P_BYTES: gl.constexpr = p_desc.block_type.nbytes * (1 if BASE else BN // 64)
     A_ROWS: gl.constexpr = a_desc.block_type.shape[0]  # BM, or M's last power of two where M < BM (``a_rows_box``)
     A_BYTES: gl.constexpr = a_desc.block_type.nbytes * (BK // 64 if A_ROWS < BM else 1)
+    A_BOXES: gl.constexpr = 2 if A_TAIL else 1
     REST: gl.constexpr = P_BYTES + s_desc.block_type.nbytes
     M = a_desc.shape[0]
     pid_n, pid_m, kb = _unit(u0, blocks, tiles_n)
@@ -321,18 +323,18 @@ def _load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty
         k = kb * BK
         if PARTS & A_COPY:
             if A_ROWS < BM:  # one token tile of fewer tokens: their rows alone, in each 128-byte column chunk
-                # rows 0..A_ROWS-1, then where M > A_ROWS A's last A_ROWS rows at rows M - A_ROWS..M-1 (the
-                # same values twice where they overlap); one expect a phase (it arrives), of what comes
-                mbarrier.expect(bar, A_BYTES + REST, pred=M <= A_ROWS)
-                mbarrier.expect(bar, 2 * A_BYTES + REST, pred=M > A_ROWS)
+                # rows 0..A_ROWS-1, then with A_TAIL A's last A_ROWS rows at rows M - A_ROWS..M-1 (the same
+                # values twice where they overlap). A constexpr, not a predicate on M: the predicated copy
+                # and expect cost M=1, 2, 4 1-3% where they issued nothing (NOTES.md row 109)
+                mbarrier.expect(bar, A_BOXES * A_BYTES + REST)
                 chunks = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 64], CHUNK_ROWS)
                 rows = a_smem.index(s)._reinterpret(gl.float16, [BK // 64 * BM, 1, 64], CHUNK_ROWS)
                 for c in gl.static_range(BK // 64):
                     tma.async_copy_global_to_shared(a_desc, [0, k + 64 * c], bar, chunks.slice(c * BM, A_ROWS))
-                    # the TMA writes the box from the address of the row it is given (Gluon slices only at
-                    # constant multiples of a slice's length; `index` takes M's)
-                    tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
-                                                    rows.index(c * BM + M - A_ROWS), pred=M > A_ROWS)
+                    if A_TAIL:  # the TMA writes the box from the address of the row it is given (Gluon slices
+                        # only at constant multiples of a slice's length; `index` takes M's)
+                        tma.async_copy_global_to_shared(a_desc, [M - A_ROWS, k + 64 * c], bar,
+                                                        rows.index(c * BM + M - A_ROWS))
             else:
                 mbarrier.expect(bar, A_BYTES + REST)
                 # a last tile that M fills in part starts at M - BM where it can (token_origin): no rows past A
@@ -355,7 +357,8 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                  STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr, PAIRED_ROWS: gl.constexpr,
                  PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr, num_warps: gl.constexpr,
                  MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True, SKEW: gl.constexpr = 0,
-                 OWNER_FIRST: gl.constexpr = False, STAGED_SPLIT: gl.constexpr = False):
+                 OWNER_FIRST: gl.constexpr = False, STAGED_SPLIT: gl.constexpr = False,
+                 A_TAIL: gl.constexpr = False):
     """FRAGMENT (``fragment`` for the base layout) builds a block's register operand from the packed box
     ``p_desc`` loads, [BK/8, BN] words of the base layout or BN/64 boxes [BK/32, 256] of frag32's;
     PAIRED_ROWS says its rows come in the paired order. PARTS (the MMA and A_COPY bits) is ALL_PARTS but
@@ -367,7 +370,8 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
     the rest, so that the others end (and store their partials) before it; OWNER_FIRST: split 0 then sums
     their partials with its own from registers when all are in (``dqmma.store_tile``). STAGED_SPLIT (SPLIT_K
     > 1, the ring holding an fp32 tile): the reduction's last part reads the others' partials through the
-    drained ring by async copies (``_reduce_staged``) and stores C as STAGED_C does."""
+    drained ring by async copies (``_reduce_staged``) and stores C as STAGED_C does. A_TAIL: ``a_tail``
+    of the launch (A's box, ``a_rows_box``, holds fewer rows than M)."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(GROUP % BK == 0, "a block lies in one scale group")
     blocks = K // BK
@@ -408,7 +412,7 @@ def rsmma_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, strid
                           a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, units, ctas, c_ptr,
                           ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
         (_load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
-                           GROUP, PARTS)),
+                           GROUP, PARTS, A_TAIL)),
     ], [1], [LOAD_REGS])
     if SPLIT_K == 1 and STAGED_C and STAGES * BK >= BN:  # the whole tile here, the ring drained: staged
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
@@ -581,11 +585,23 @@ def a_rows_box(a_desc):
     of two instead (one box, rows past M zero-filled). ``a_desc`` itself where R >= BM."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    M, BM = a_desc.shape[0], a_desc.block_shape[0]
-    rows = 1 << ((M - 1).bit_length() if BM in ONE_BOX_TILES else M.bit_length() - 1)
-    if rows >= BM:
+    rows = a_box_rows(a_desc.shape[0], a_desc.block_shape[0])
+    if rows >= a_desc.block_shape[0]:
         return a_desc
     return TensorDescriptor.from_tensor(a_desc.base, [rows, 64], a_desc.layout)
+
+
+def a_box_rows(M: int, BM: int) -> int:
+    """Rows R of A's box in a launch of M tokens on BM-token tiles (``a_rows_box``): R >= BM means the
+    whole [BM, BK] box."""
+    return 1 << ((M - 1).bit_length() if BM in ONE_BOX_TILES else M.bit_length() - 1)
+
+
+def a_tail(M: int, BM: int) -> bool:
+    """Whether the loader follows A's box with a second one of A's last rows (the kernel's A_TAIL): its box
+    (``a_rows_box``) holds fewer rows than M. Never where M is a power of two, or on ``ONE_BOX_TILES``."""
+    rows = a_box_rows(M, BM)
+    return rows < BM and M > rows
 
 
 def a_descriptor(a, BM: int, BK: int, row_boxes: bool = True):

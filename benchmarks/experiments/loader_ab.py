@@ -1,18 +1,19 @@
-"""EXPERIMENT: does two_box's loader cost the launches it adds no box to? (NOTES.md row 108)
+"""EXPERIMENT: does two_box's loader cost the launches it adds no box to? (NOTES.md rows 108-109)
 
-    python benchmarks/experiments/loader_ab.py OUT_DIR tree|one_box ROUND   (on an sm_90 GPU)
-    python benchmarks/experiments/loader_ab.py --compile tree|one_box         (offline: TMA loads, registers)
-    bash benchmarks/experiments/loader_ab.sh                                (on the device: rounds of both)
+    python benchmarks/experiments/loader_ab.py OUT_DIR LOADER ROUND      (on an sm_90 GPU)
+    python benchmarks/experiments/loader_ab.py --compile LOADER [M]       (offline: TMA loads, registers)
+    bash benchmarks/experiments/loader_ab.sh                              (on the device: rounds of each)
 
-Since two_box (``_s57``) rsmma's loader, below a token tile, sets one of two predicated expects and issues a
-second, predicated copy of A's last rows each 128-byte column chunk a stage, M read at run time; where M
-is a power of two (M=1, 2, 4 on the 8-token picks) the box holds every row and the second copy is never
+two_box (``_s57``, c8a9bfa) made rsmma's loader, below a token tile, set one of two predicated expects and
+issue a second, predicated copy of A's last rows each 128-byte column chunk a stage, M read at run time;
+where M is a power of two (M=1, 2, 4 on the 8-token picks) the box holds every row and that copy is never
 issued. The default bench after it ran M=1..4 1.2-2.9% slower than ``_s54``'s on every shape, the same
-picks included, while tinygemm moved +0.3%; ``_s53``'s same-run A/B of the two forms could not tell,
-since both of its forms ran the two-box loader. Here the ``one_box`` process runs the family with the
-loader it had from ``_s53`` to ``_s56`` (one box a chunk, one expect: ``one_box_load_partition``), the
-``tree`` process the tree's own; processes alternate (Triton refuses a kernel's callee changed after it
-compiled), at the packaged table's picks, each launch checked against A @ dequantize(W) first.
+picks included, while tinygemm moved +0.3%; ``_s53``'s A/B of the forms could not tell, since both of its
+forms ran the two-box loader. LOADER: ``predicated`` (c8a9bfa's: rsmma_row_box.py's ``rows_load_partition``),
+``one_box`` (``_s53`` to ``_s56``'s: one box a chunk, one expect, ``one_box_load_partition``; right only
+where M is a power of two below the tile) or ``tree`` (the tree's own: since row 109 the second box is
+the constexpr A_TAIL, ``rsmma.a_tail``). Processes alternate (Triton refuses a kernel's callee changed
+after it compiled), at the packaged table's picks, each launch checked against A @ dequantize(W) first.
 """
 import json
 import sys
@@ -27,21 +28,21 @@ from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
 
-from benchmarks.experiments.rsmma_row_box import copy_weights  # noqa: E402
+from benchmarks.experiments.rsmma_row_box import copy_weights, rows_load_partition  # noqa: E402
 from tunesearch.variants import rsmma  # noqa: E402
 from tunesearch.variants.dqmma import _next_unit, _unit, token_origin  # noqa: E402
 
-# M a power of two below the 8-token tile, on the five llama-7b shapes: the launches where the tree's
-# second copy is predicated off
+# M a power of two below the 8-token tile, on the five llama-7b shapes: the launches where c8a9bfa's second
+# copy is predicated off; and M=3, where it is issued (one_box skips it: its one box would leave a row out)
 KEYS = [(M, K, N) for K, N in ((4096, 22016), (4096, 11008), (11008, 4096), (4096, 12288), (4096, 4096))
-        for M in (1, 2, 4)]
+        for M in (1, 2, 3, 4)]
 
 
 @gluon.jit
 def one_box_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                           tiles_n, group, PARTS: gl.constexpr):
+                           tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr):
     """rsmma's ``_load_partition`` as it was from ``_s53`` to ``_s56`` (3ef3d26): below a token tile one
-    box of A's rows a column chunk and one expect, nothing predicated."""
+    box of A's rows a column chunk and one expect, nothing predicated (A_TAIL not read)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
@@ -71,16 +72,26 @@ def one_box_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready
         pid_n, pid_m, kb = _next_unit(pid_n, pid_m, kb, blocks, tiles_n)
 
 
+# predicated: c8a9bfa's loader, which rsmma_row_box.py's rows loader has been since two_box (second box and
+# expect predicated on M at run time)
+LOADERS = {"tree": None, "one_box": one_box_load_partition, "predicated": rows_load_partition}
+
+
+def use_loader(loader: str):
+    """rsmma's kernel with ``loader``'s partition: set before anything compiles."""
+    if loader not in LOADERS:
+        raise SystemExit(f"loader: one of {', '.join(LOADERS)}, not {loader!r}")
+    if LOADERS[loader] is not None:
+        rsmma._load_partition = LOADERS[loader]
+
+
 def main(out_dir: str, loader: str, round_: str):
     from benchmarks.experiments import gluon_checks
     from tunesearch.bench import REL_TOL, CheckInputs, Operands, kernel_bytes, time_variant
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
 
-    if loader == "one_box":
-        rsmma._load_partition = one_box_load_partition  # before anything compiles
-    elif loader != "tree":
-        raise SystemExit(f"loader: tree or one_box, not {loader!r}")
+    use_loader(loader)
     info = gpu_info(0)
     table = Dispatcher(read_table(ROOT / "tunesearch" / "tables" / "h200.json"), strict=True)
     rows = []
@@ -89,6 +100,8 @@ def main(out_dir: str, loader: str, round_: str):
         row = dict(M=M, K=K, N=N, variant=variant.id, loader=loader, round=int(round_))
         if variant.family != "rsmma" or variant.params["BM"] <= M:
             row["skipped"] = "not an rsmma launch below its token tile"
+        elif loader == "one_box" and M & (M - 1):
+            row["skipped"] = "one box: right only where M is a power of two"
         else:
             err = CheckInputs(M, N, K, 128, "cuda", layout="frag32").check(variant)
             row["rel_error"] = err
@@ -104,22 +117,21 @@ def main(out_dir: str, loader: str, round_: str):
                                                                                indent=1))
 
 
-def compile_loader(loader: str) -> dict:
-    """4096x22016's M=1 pick compiled offline for sm_90 with ``loader``'s partition, A's box of one row:
-    TMA loads in the SASS, wgmma and their waits, registers, spills."""
+def compile_loader(loader: str, M: int = 1) -> dict:
+    """4096x22016's M=1 pick compiled offline for sm_90 with ``loader``'s partition at M tokens, A's box as
+    the launch makes it: TMA loads in the SASS, wgmma and their waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
     from tunesearch.variants.api import _rsmma_call
     from tunesearch.variants.layout import pack_frag32
 
-    if loader == "one_box":
-        rsmma._load_partition = one_box_load_partition
+    use_loader(loader)
     variant = Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")
-    a = torch.empty(1, 4096, dtype=torch.float16)
+    a = torch.empty(M, 4096, dtype=torch.float16)
     packed = pack_frag32(torch.zeros(512, 22016, dtype=torch.int32))
     scales = torch.empty(32, 22016, dtype=torch.float16)
-    _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, torch.empty(1, 22016, dtype=torch.float16), 128)
+    _, _, args, meta = _rsmma_call(variant.params, a, packed, scales, torch.empty(M, 22016, dtype=torch.float16), 128)
     consts = {k: v for k, v in meta.items() if k != "maxnreg"}
     compiled = gluon_checks.compile_tma_kernel(rsmma.rsmma_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
     sass = disassemble(compiled)
@@ -128,7 +140,7 @@ def compile_loader(loader: str) -> dict:
 
 
 def summary(out_dir: str):
-    """Per key the median over rounds of each loader, and one_box / tree."""
+    """Per key the median over rounds of each loader, and each one's over the tree's."""
     import statistics
 
     times, floors = {}, {}
@@ -138,25 +150,30 @@ def summary(out_dir: str):
                 times.setdefault((r["M"], r["K"], r["N"], r["variant"]), {}).setdefault(r["loader"], []).append(r["us"])
             if "floor" in r:
                 floors.setdefault((r["K"], r["N"]), []).append(r["floor"])
-    print(f"{'key':>17} {'variant':>42} {'tree':>7} {'one_box':>7} {'one/tree':>8} rounds")
-    ratios = []
+    loaders = [x for x in LOADERS if any(x in by for by in times.values())]
+    print(f"{'key':>17} {'variant':>42} " + " ".join(f"{x:>10}" for x in loaders)
+          + " " + " ".join(f"{x + '/tree':>15}" for x in loaders if x != "tree") + " rounds")
+    ratios = {x: [] for x in loaders if x != "tree"}
     for (M, K, N, vid), by in times.items():
-        tree, one = (statistics.median(by.get(x, [float("nan")])) for x in ("tree", "one_box"))
-        ratios.append(one / tree)
-        print(f"{'M=%d %dx%d' % (M, K, N):>17} {vid:>42} {tree:7.2f} {one:7.2f} {one / tree:8.3f} "
-              f"{len(by.get('tree', []))}/{len(by.get('one_box', []))}")
+        med = {x: statistics.median(by.get(x, [float("nan")])) for x in loaders}
+        for x in ratios:
+            ratios[x].append(med[x] / med["tree"])
+        print(f"{'M=%d %dx%d' % (M, K, N):>17} {vid:>42} " + " ".join(f"{med[x]:10.2f}" for x in loaders)
+              + " " + " ".join(f"{med[x] / med['tree']:15.3f}" for x in ratios)
+              + " " + "/".join(str(len(by.get(x, []))) for x in loaders))
     for (K, N), us in floors.items():
         by = times.get(next(k for k in times if k[:3] == (1, K, N)), {})
         print(f"M=1 {K}x{N}: floor median {statistics.median(us):.2f} us over {len(us)}; x floor: "
               + ", ".join(f"{x} {statistics.median(by[x]) / statistics.median(us):.3f}" for x in by))
-    if ratios:
-        print(f"median one_box/tree {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+    for x, r in ratios.items():
+        if r:
+            print(f"median {x}/tree {statistics.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f})")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--summary":
         summary(sys.argv[2])
     elif sys.argv[1] == "--compile":
-        print(json.dumps(compile_loader(sys.argv[2])))
+        print(json.dumps(compile_loader(sys.argv[2], *map(int, sys.argv[3:4]))))
     else:
         main(*sys.argv[1:4])

@@ -209,7 +209,7 @@ def rsmma_cluster_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, 
                          num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
                          SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
                          STAGED_SPLIT: gl.constexpr = False, REGION: gl.constexpr = 0,
-                         EXCHANGE: gl.constexpr = 2):
+                         EXCHANGE: gl.constexpr = 2, A_TAIL: gl.constexpr = False):
     """rsmma_kernel's split path (SPLIT_K > 1, SKEW as there) with the SPLIT_K CTAs of a tile one cluster
     along x: CTA x is rank x % SPLIT_K of column tile x // SPLIT_K. OWNER_FIRST and STAGED_SPLIT are the
     family's meta-parameters, unused here (rank 0 always sums). EXCHANGE (anatomy, wrong results below 2):
@@ -255,7 +255,7 @@ def rsmma_cluster_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, 
                                 a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, 0, 1, c_ptr,
                                 ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
         (rsmma._load_partition, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                                 tiles_n, GROUP, PARTS)),
+                                 tiles_n, GROUP, PARTS, A_TAIL)),
     ], [1], [rsmma.LOAD_REGS])
     if rank == 0:
         if EXCHANGE == 3:

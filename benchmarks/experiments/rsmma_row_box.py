@@ -53,10 +53,11 @@ UNSWIZZLED = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, ran
 
 @gluon.jit
 def rows_load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n,
-                        group, PARTS: gl.constexpr):
+                        group, PARTS: gl.constexpr, A_TAIL: gl.constexpr):
     """rsmma's `_load_partition`, but A's box may have fewer rows R than the slot (M < BM): it fills the
     slot's first rows, and where M > R a second box of A's last R rows fills the slot's rows M - R..M-1
-    (overlapping the first: the same values written twice)."""
+    (overlapping the first: the same values written twice), predicated on M at run time (the forms' boxes
+    are not the launch's: A_TAIL, the family's constexpr for its own box, is not read)."""
     STAGES: gl.constexpr = a_smem.type.shape[0]
     BM: gl.constexpr = a_smem.type.shape[1]
     BK: gl.constexpr = a_smem.type.shape[2]
