@@ -285,6 +285,22 @@ def test_rsmma_sliced_streams_two_rings_and_reduces_across_ctas_only_where_a_spl
         assert (launch["atomics"] > 0) == (".sk4." in variant), variant
 
 
+def test_sliced_mma_v2_multiplies_with_mma_sync_and_reduces_across_ctas_only_where_a_split_is_left():
+    # sliced_mma_v2.py (NOTES.md row 111): each slice multiplies with mma.sync (HMMA.16816, no wgmma), one
+    # loader warp fills its ring (A's tile, the packed block, the scale row: 4 TMA loads a ring), no spills
+    # at 80 registers. Two slices a CTA halve the CTAs along K: at a pick split two ways no split is left
+    # (no atomics, the slices meet in shared memory); at four ways the family's reduction remains.
+    got = _compiled_offline("sliced_mma_v2.py", "--compile", "")
+    for name, launch in got.items():
+        slices = launch["slices"]
+        assert launch["wgmma"] == 0 and launch["hmma"] > 0, name
+        assert launch["tma_loads"] == 4 * slices and launch["local"] == 0 and launch["reg"] <= 80, name
+    assert got["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3 slices=2"]["atomics"] == 0
+    for name in ("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3 slices=1", "rsmma.bm16.bn64.bk128.sk4.w4.s8.c3 slices=1",
+                 "rsmma.bm16.bn64.bk128.sk4.w4.s8.c3 slices=2"):
+        assert got[name]["atomics"] > 0, name
+
+
 @pytest.mark.parametrize("variant, layout", [("rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "base"),
                                              ("rsmma.bm256.bn64.bk64.sk1.w4.s5", "base"),
                                              ("rsmma.bm32.bn64.bk128.sk1.w4.s8", "frag32")])

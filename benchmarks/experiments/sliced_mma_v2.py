@@ -14,6 +14,16 @@ mma.sync (Gluon's ``mma_v2``), which has no asynchronous accumulator for ptxas t
 unpacked fragment (its per-warp registers are the wgmma register operand's), A's block read from the slot
 by ldmatrix.
 
+Status (row 111, `sliced_mma_v2_…_s59.*`, two runs within 1%): every form right, **neither mma.sync form
+pays**. The second run, us (pick / v2_split / v2_sliced / v2_sliced_half / floor): M=8 4096x11008 12.20 /
+13.38 / 15.05 / 14.90 / 8.31; M=16 4096x11008 12.81 / 14.39 / 16.37 / 16.27 / 8.44; M=8 4096x12288 12.38 /
+13.46 / 15.13 / 15.10 / 8.96; M=8 4096^2 7.62 / 7.84 / 8.07 / 7.99 / 4.67; M=8 4096x22016 18.55 / 20.16 /
+22.07 / 20.96 / 14.72. One mma.sync slice runs 3-13% behind the family's wgmma kernel (on the same layout),
+and two slices a CTA behind one: 1.5-2.0 us where they take the global split away (4096x11008, x12288),
+0.15-0.23 us at 4096^2 (four CTAs along K to two), 0.8 us (half the stages) to 1.9 us even where the CTAs
+along K are the same (4096x22016, the pick unsplit). Halving each ring's stages (v2_sliced_half: the pick's
+shared memory a CTA) moved none of it by more than 1.1 us.
+
 Forms, each checked against A @ dequantize(W) before it is timed, on the base layout (A's whole box, so
 only at M equal to the token tile, where no row is zero-filled; the family's kernel on the same layout
 beside them):
@@ -21,7 +31,8 @@ beside them):
   v2_split   one mma.sync slice a CTA, the pick's SPLIT_K: what mma.sync costs against wgmma;
   v2_sliced  two mma.sync slices a CTA over two rings one loader warp fills, SPLIT_K / 2 CTAs along K
              (no global reduction where the pick splits two ways): slice 0 stores its tile in shared
-             memory, slice 1 adds it and runs the family's epilogue.
+             memory, slice 1 adds it and runs the family's epilogue; each ring the pick's stages
+             (twice the pick's shared memory a CTA), or half of them (v2_sliced_half: the pick's).
 """
 import json
 import sys
@@ -185,8 +196,8 @@ def compile_form(variant_id: str, slices: int, M: int = 8, N: int = 11008, K: in
     compiled = gluon_checks.compile_tma_kernel(kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
     sass = disassemble(compiled)
     count = lambda prefix: sum(op.startswith(prefix) for _, op, _ in sass)  # noqa: E731
-    return dict(slices=slices, hmma=count("HMMA"), ldsm=count("LDSM"), bar=count("BAR"), syncs=count("SYNCS"),
-                tma_loads=count("UTMALDG"), **resources(compiled))
+    return dict(slices=slices, hmma=count("HMMA"), wgmma=count("HGMMA"), tma_loads=count("UTMALDG"),
+                atomics=count(("ATOMG", "RED")), **resources(compiled))
 
 
 # (M, K, N): the token tile's own M (no row of A's box zero-filled on the base layout), the picks splitting
@@ -208,8 +219,9 @@ def main(out_dir):
         row = dict(M=M, K=K, N=N, variant=variant.id,
                    floor=stream_read_floor(kernel_bytes(M, N, K, 128), info.l2_bytes, info.sm_count, replays=20).us)
         inputs = CheckInputs(M, N, K, 128, "cuda")
+        half = {**variant.params, "num_stages": (variant.params["num_stages"] + 1) // 2}
         launches = {"pick": family_launch(variant), "v2_split": form_launch(variant.params, 1),
-                    "v2_sliced": form_launch(variant.params, 2)}
+                    "v2_sliced": form_launch(variant.params, 2), "v2_sliced_half": form_launch(half, 2)}
         ops = Operands(M, N, K, 128, info.l2_bytes)
         for form, launch in launches.items():
             try:
@@ -224,17 +236,17 @@ def main(out_dir):
         del ops, inputs
         with open(f"{out_dir}/sliced_mma_v2.json", "w") as f:
             json.dump(dict(gpu=info.to_dict(), maxnreg=MAXNREG, rows=rows), f, indent=1)
-    print(f"{'key':>15} {'pick':>36} {'pick':>7} {'v2_split':>8} {'v2_sliced':>9} {'floor':>6}")
+    print(f"{'key':>15} {'pick':>36} {'pick':>7} {'v2_split':>8} {'v2_sliced':>9} {'half':>8} {'floor':>6}")
     for r in rows:
         f = lambda x: f"{x:8.2f}" if isinstance(x, float) else "    fail"  # noqa: E731
         print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>15} {r['variant']:>36} {f(r['pick'])} {f(r['v2_split'])} "
-              f"{f(r['v2_sliced'])} {r['floor']:6.2f}")
+              f"{f(r['v2_sliced'])} {f(r['v2_sliced_half'])} {r['floor']:6.2f}")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--compile":
         print(json.dumps({f"{v} slices={s}": compile_form(v, s) for v in ("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3",
                                                                             "rsmma.bm16.bn64.bk128.sk4.w4.s8.c3")
-                          for s in (1, 2)}, indent=1))
+                          for s in (1, 2)}))
     else:
         main(sys.argv[1])
