@@ -50,6 +50,22 @@ def relative_error_of(launch, inputs) -> float:
     return relative_error(out, inputs.ref)
 
 
+def time_form(row: dict, form: str, launch, inputs, copies, must_be_right: bool = True):
+    """One form of an experiment's row: ``launch`` checked against ``inputs.ref`` (``row[form +
+    "_rel_error"]``), then graph-replayed over the operand ``copies`` (``row[form]``, us). A form that
+    fails, or is wrong where it ``must_be_right``, records why in ``row[form]`` instead: one form's
+    failure is a result, not the run's end."""
+    from tunesearch.bench import REL_TOL, graph_time
+
+    try:
+        row[f"{form}_rel_error"] = err = relative_error_of(launch, inputs)
+        if must_be_right and not err < REL_TOL:
+            raise AssertionError(f"WRONG: relative error {err:.3g}")
+        row[form] = graph_time([launch(*c) for c in copies], replays=20).us
+    except Exception as e:
+        row[form] = f"{type(e).__name__}: {str(e)[:300]}"
+
+
 def smoke(launch, shapes) -> str | None:
     """``launch`` on each (M, K, N) of ``shapes`` against A @ dequantize(W); None, or what went wrong."""
     from tunesearch.bench import REL_TOL, CheckInputs

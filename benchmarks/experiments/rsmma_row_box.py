@@ -192,7 +192,7 @@ KEYS = [(1, 4096, 22016), (8, 4096, 22016), (1, 4096, 11008), (1, 11008, 4096), 
 
 def main(out_dir):
     from benchmarks.experiments import gluon_checks
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes
+    from tunesearch.bench import CheckInputs, Operands, kernel_bytes
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
 
@@ -213,14 +213,7 @@ def main(out_dir):
         copies = ops.copies
         for form in forms:
             launch = row_box_launch(variant, form, row)
-            try:
-                err = gluon_checks.relative_error_of(launch, inputs)
-                row[f"{form}_rel_error"] = err
-                if not err < REL_TOL:
-                    raise AssertionError(f"WRONG: relative error {err:.3g}")
-                row[form] = graph_time([launch(*c) for c in copies], replays=20).us
-            except Exception as e:
-                row[form] = f"{type(e).__name__}: {str(e)[:200]}"
+            gluon_checks.time_form(row, form, launch, inputs, copies)
         rows.append(row)
         print(f"M={M} {K}x{N} {variant.id}: " + " ".join(f"{form} {row[form]}" for form in forms)
               + f" floor {row['floor']:.2f}", flush=True)

@@ -336,7 +336,7 @@ DIAG = dict(BK=64, num_stages=8)
 
 def main(out_dir):
     from benchmarks.experiments.dqmma_rs import family_launch
-    from tunesearch.bench import REL_TOL, CheckInputs, Operands, graph_time, kernel_bytes
+    from tunesearch.bench import CheckInputs, Operands, kernel_bytes
     from tunesearch.dispatch import Dispatcher, read_table
     from tunesearch.gpu import gpu_info, stream_read_floor
 
@@ -352,13 +352,7 @@ def main(out_dir):
         launches = {"pick": family_launch(variant), "diag": form_launch(diag_call, diag, MAXNREG)}
         ops = Operands(M, N, K, 128, info.l2_bytes)
         for form, launch in launches.items():
-            try:
-                row[f"{form}_rel_error"] = err = gluon_checks.relative_error_of(launch, inputs)
-                if not err < REL_TOL:
-                    raise AssertionError(f"WRONG: relative error {err:.3g}")
-                row[form] = graph_time([launch(*c) for c in ops.copies], replays=20).us
-            except Exception as e:
-                row[form] = f"{type(e).__name__}: {str(e)[:200]}"
+            gluon_checks.time_form(row, form, launch, inputs, ops.copies)
         rows.append(row)
         print(json.dumps(row), flush=True)
         del ops, inputs
