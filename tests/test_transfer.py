@@ -163,8 +163,8 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     # through the ring, the twotile family at M=65..192 in _s45 and its split-K in _s46, the buckets between
     # 256 and 4096 in _s47, 4096x4096 at M=1025..1792 and M=1, 2, 32 on four shapes searched deeper in
     # _s49, twotile at 4096x22016 M=161 and 192 in _s50, rsmma and twotile re-swept in _s53 after A's row
-    # box, the edges above 257 in _s54, rsmma and twotile re-swept with two_box in _s56-_s57): loaded into an
-    # empty store, it gives the same table, field for field.
+    # box, the edges above 257 in _s54, rsmma and twotile re-swept with two_box in _s56-_s57 and with a_tail
+    # in _s58-_s59): loaded into an empty store, it gives the same table, field for field.
     # A kernel edit without a re-sweep, or a table not exported from the dumped trials, fails here.
     table = json.loads((ROOT / "tunesearch/tables/h200.json").read_text())
     store = Store(f"sqlite:///{tmp_path}/h200.db")
