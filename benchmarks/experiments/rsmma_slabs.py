@@ -33,6 +33,12 @@ fragments (the family's form above 32 tokens), frag32 weights, token tiles kept 
 (``dqmma.token_origin``).
 
 A config: "BM,BK,STAGES", e.g. "128,64,6".
+
+RESULT (H200, 2026-12-04, benchmarks/results/rsmma_slabs_h200_2026-12-04_s60.*, NOTES.md row 114): right
+everywhere, no gain. us, fp16 / pick / best config (bm128.bk64.s4): M=256 4096x12288 40.34 / 42.69 / 42.49,
+4096x11008 38.40 / 40.98 / 41.34; at M=192 and 512 and on 4096x22016 8-25% behind the picks. A 192 x 128
+tile takes what the pick's 256 x 128 does: the rate an SM falls with the tokens each unpacked fragment
+feeds (256 in the pick; 128, and 64 twice, here).
 """
 import json
 import sys
