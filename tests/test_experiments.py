@@ -381,6 +381,18 @@ def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(confi
     assert ctas * (got["shared"] + 1024) <= 228 * 1024, got
 
 
+
+@pytest.mark.parametrize("config", ["128,64,4", "64,64,8"])
+def test_a_192_column_tile_keeps_both_slabs_wgmmas_in_flight(config):
+    # rsmma_slabs.py (NOTES.md row 114): a block's two wgmmas ([128, BM] on the warp groups' own columns,
+    # [64, BM] with the groups side by side along the tokens) issued before the block before's are waited
+    # for, no spills, within one CTA's shared memory. Three MMA partitions of one warp group each, the
+    # plain form, serialized every wgmma (C7514); so does BK=128 here. Config: BM,BK,STAGES.
+    got = _compiled_offline("rsmma_slabs.py", "--compile", config)
+    assert got["waits"][:-1] == ["gsb0, 0x2"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
+    assert got["local"] == 0, got
+    assert got["shared"] + 1024 <= 228 * 1024, got
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'
