@@ -20,12 +20,13 @@ at M <= 16 the tensor cores idle either way.
 
 The kernel: rsmma's TMA ring (A's box, the tile's frag32 words, its scale row), its copies issued by the
 MMA warps themselves STAGES blocks ahead (a warp-specialized kernel's default partition takes 4 warps or
-more, so no loader warp), the MMA warps unpacking each block into the register fragment rsmma builds (frag32's 8 codes a word, the rows in
-the paired order, scaled), A's block read from the slot by ldmatrix, one mma.sync chain a warp; C's tile
-[16 W, BM] stored from registers. frag32 holds a 16-column slab's words at 64 s.. 64 s + 63 of each
-chunk row (s = column // 16: warp w of a 64-column group's words, ``rsmma.frag32_word_layout``), so a
-tile's packed box is [BK/32, 64 W] words. Below BM tokens A's box is M's rows (rsmma's ``a_rows_box``
-through the slot's 128-byte column chunks), so no row is zero-filled at M=1.
+more, so no loader warp), the MMA warps unpacking each block into the register fragment rsmma builds
+(frag32's 8 codes a word, the rows in the paired order, scaled), A's block read from the slot by
+ldmatrix, one mma.sync chain a warp; C's tile [16 W, BM] stored from registers. frag32 holds a 16-column
+slab's words at 64 s.. 64 s + 63 of each chunk row (s = column // 16: warp w of a 64-column group's words,
+``rsmma.frag32_word_layout``), so a tile's packed box is [BK/32, 64 W] words. Below BM tokens A's box is
+M's rows (rsmma's ``a_rows_box`` through the slot's 128-byte column chunks), so no row is zero-filled at
+M=1.
 
 A config: "BN,BM,BK,STAGES", e.g. "16,8,128,8": BN/16 MMA warps, BM tokens a tile (8 or 16).
 """
@@ -76,6 +77,13 @@ def _narrow_fragment(p_tile, s_tile, WORDS: gl.constexpr, FRAG: gl.constexpr):
 
 
 @gluon.jit
+def _scale_row(s_smem, s, s_desc):
+    """Slot s's scale row [1, BN] of its 128-byte slot: the TMA writes a slot from a 128-byte aligned address
+    (slots of 16 columns, 32 bytes, faulted misaligned from the second block on)."""
+    return s_smem.index(s)._reinterpret(gl.float16, s_desc.block_type.shape, s_desc.layout)
+
+
+@gluon.jit
 def _issue(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, a_row, col0, group):
     """Block i's A box (or, below BM tokens, M's rows in each 128-byte column chunk, as rsmma's loader
     copies them), the tile's frag32 words and its scale row into ring slot i % STAGES."""
@@ -95,7 +103,7 @@ def _issue(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, i, a_row, col0
     else:
         tma.async_copy_global_to_shared(a_desc, [a_row, k], bar, a_smem.index(s))
     tma.async_copy_global_to_shared(p_desc, [k // 32, col0 * 4], bar, p_smem.index(s))  # slab c at words 64 c
-    tma.async_copy_global_to_shared(s_desc, [k // group, col0], bar, s_smem.index(s))
+    tma.async_copy_global_to_shared(s_desc, [k // group, col0], bar, _scale_row(s_smem, s, s_desc))
 
 
 @gluon.jit
@@ -106,6 +114,7 @@ def narrow_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stri
     specialization (its default partition takes 4 warps or more): the MMA warps issue each slot's next
     copy once every warp has read it, STAGES blocks ahead."""
     BN: gl.constexpr = 16 * num_warps
+    S_SLOT: gl.constexpr = 64 if BN < 64 else BN
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, 8])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
     TOKENS: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=ACC, k_width=2)
@@ -118,7 +127,8 @@ def narrow_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stri
     lo = pid_m * BM
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BK // 32, 4 * BN], p_desc.layout)
-    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    # a scale row's slot padded to 128 bytes (``_scale_row``)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, S_SLOT], s_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for j in gl.static_range(STAGES):
         mbarrier.init(ready.index(j), count=1)
@@ -129,7 +139,7 @@ def narrow_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stri
     for i in range(n_blocks):
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        w = _narrow_fragment(p_smem.index(s), s_smem.index(s), WORDS, FRAG)
+        w = _narrow_fragment(p_smem.index(s), _scale_row(s_smem, s, s_desc), WORDS, FRAG)
         x = a_smem.index(s).permute((1, 0)).load(TOKENS)
         gl.thread_barrier()  # every warp's reads of the slot done before the TMA writes it again
         fence_async_shared()
