@@ -25,8 +25,8 @@ more, so no loader warp), the MMA warps unpacking each block into the register f
 ldmatrix, one mma.sync chain a warp; C's tile [16 W, BM] stored from registers. frag32 holds a 16-column
 slab's words at 64 s.. 64 s + 63 of each chunk row (s = column // 16: warp w of a 64-column group's words,
 ``rsmma.frag32_word_layout``), so a tile's packed box is [BK/32, 64 W] words. Below BM tokens A's box is
-M's rows (rsmma's ``a_rows_box`` through the slot's 128-byte column chunks), so no row is zero-filled at
-M=1.
+M's next power of two of rows (rsmma's ``a_rows_box`` on its ONE_BOX_TILES, through the slot's 128-byte
+column chunks), so no row is zero-filled at M=1, 2, 4.
 
 A config: "BN,BM,BK,STAGES", e.g. "16,8,128,8": BN/16 MMA warps, BM tokens a tile (8 or 16).
 """
@@ -167,8 +167,7 @@ def launch_args(config: dict, a, packed_f, scales, out):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from tunesearch.variants.api import _gluon_args
-    from tunesearch.variants.dqmma import shared_layouts
-    from tunesearch.variants.rsmma import a_descriptor
+    from tunesearch.variants.dqmma import a_shared_layout, shared_layouts
     from tunesearch.variants.space import cdiv
 
     bn, bm, bk = config["BN"], config["BM"], config["BK"]
@@ -177,7 +176,11 @@ def launch_args(config: dict, a, packed_f, scales, out):
 
     def descriptors(a, packed_f, scales, bm, bn, bk):
         _, p_layout, s_layout = shared_layouts(bm, bn, bk)
-        return (a_descriptor(a, bm, bk), TensorDescriptor.from_tensor(packed_f, [bk // 32, 4 * bn], p_layout),
+        # below BM tokens one box of M's next power of two rows a 64-column chunk (rsmma's ONE_BOX_TILES form:
+        # no second box of A's last rows, the rows past M zero-filled)
+        rows = min(bm, 1 << (a.shape[0] - 1).bit_length())
+        a_desc = TensorDescriptor.from_tensor(a, [rows, 64] if rows < bm else [bm, bk], a_shared_layout(bm, bk))
+        return (a_desc, TensorDescriptor.from_tensor(packed_f, [bk // 32, 4 * bn], p_layout),
                 TensorDescriptor.from_tensor(scales, [1, bn], s_layout))
     args = _gluon_args(descriptors, a, packed_f, scales, out, bm, bn, bk, grid[0] * grid[1], 1)
     meta = dict(GROUP=128, BM=bm, BK=bk, STAGES=config["STAGES"], num_warps=bn // 16, maxnreg=MAXNREG)
