@@ -29,6 +29,13 @@ M's next power of two of rows (rsmma's ``a_rows_box`` on its ONE_BOX_TILES, thro
 column chunks), so no row is zero-filled at M=1, 2, 4.
 
 A config: "BN,BM,BK,STAGES", e.g. "16,8,128,8": BN/16 MMA warps, BM tokens a tile (8 or 16).
+
+RESULT (H200, 2026-12-04, benchmarks/results/narrow_v2_*_s60.*, NOTES.md row 115): right everywhere, far
+slower everywhere. us, pick / best narrow: M=1 4096^2 7.17 / 12.04, 4096x11008 10.99 / 14.93, 11008x4096
+10.74 / 28.87, 4096x12288 11.42 / 15.04, 4096x22016 16.42 / 19.09; M=8 and 16 the same (1.2-2.6x). One or
+two warps a CTA and a few CTAs an SM leave each SM a few serial chains (wait, unpack, ldmatrix, mma, the
+next copy) a block: latency-bound, where the picks run 3-4 CTAs of 5 warps an SM. More warps a tile means
+splitting its K among them, which is the split this was to remove.
 """
 import json
 import sys
