@@ -393,6 +393,16 @@ def test_a_192_column_tile_keeps_both_slabs_wgmmas_in_flight(config):
     assert got["local"] == 0, got
     assert got["shared"] + 1024 <= 228 * 1024, got
 
+
+@pytest.mark.parametrize("config", ["16,8,128,8", "32,16,128,8"])
+def test_narrow_mma_sync_tiles_compile_without_spills_or_wgmma(config):
+    # narrow_v2.py (NOTES.md row 115): 16 or 32 columns a CTA on mma.sync over all of K, no split: no
+    # wgmma to wait for, nothing spilled, and the ring within the shared memory of several CTAs an SM.
+    # Config: BN,BM,BK,STAGES.
+    got = _compiled_offline("narrow_v2.py", "--compile", config)
+    assert got["waits"] == [] and got["local"] == 0, got
+    assert 4 * (got["shared"] + 1024) <= 228 * 1024, got
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'
