@@ -466,17 +466,18 @@ def test_m_just_past_a_bucket_runs_as_two_launches_where_the_table_says_they_are
     plain = _ShapeTable(shape(_split_table())["buckets"], 64, "t")
     # M=17: its own bucket's 20 us against 5 + 3; M=18..32: 9 us at least against 5 + 5 (r <= 16), and
     # 5 + 20 at r = 17 is not taken either; the buckets themselves and M past the largest: one launch
-    assert plain.split(17) == 16
-    assert [plain.split(m) for m in (1, 2, 16, 18, 24, 32, 33, 100)] == [None] * 8
+    assert plain.launches(17) == (16, 1)
+    assert [plain.launches(m) for m in (1, 2, 16, 18, 24, 32, 33, 100)] == [(m,) for m in (1, 2, 16, 18, 24, 32, 33,
+                                                                                         100)]
     # the bucket's pick slow at both ends (20 us): M=18..32 as 16 + the rest, the rest's bucket time counted
     slow = _ShapeTable(shape(_split_table(bucket_us=30.0))["buckets"], 64, "t")
-    assert [slow.split(m) for m in (17, 18, 32)] == [16, 16, 16]
+    assert [slow.launches(m) for m in (17, 18, 32)] == [(16, 1), (16, 2), (16, 16)]
     # 0.98 of the whole's time is the bar: 5 + 5 = 10 against 0.98 * 10.2 = 9.996 stays whole, against
     # 0.98 * 10.25 = 10.045 splits
-    assert _ShapeTable(shape(_split_table(edge_us=10.2, bucket_us=30))["buckets"], 64, "t").split(20) is None
-    assert _ShapeTable(shape(_split_table(edge_us=10.25, bucket_us=30))["buckets"], 64, "t").split(20) == 16
+    assert _ShapeTable(shape(_split_table(edge_us=10.2, bucket_us=30))["buckets"], 64, "t").launches(20) == (20,)
+    assert _ShapeTable(shape(_split_table(edge_us=10.25, bucket_us=30))["buckets"], 64, "t").launches(20) == (16, 4)
     # an edge that is not one past the bucket below says nothing about M=18..32
-    assert _ShapeTable(shape(_split_table(edge_m=20, bucket_us=30))["buckets"], 64, "t").split(24) is None
+    assert _ShapeTable(shape(_split_table(edge_m=20, bucket_us=30))["buckets"], 64, "t").launches(24) == (24,)
 
 
 def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastest():
@@ -487,11 +488,11 @@ def test_a_split_takes_whichever_full_bucket_below_makes_the_two_launches_fastes
     shape = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(16, BUCKETS[16], 5.0),
                          _bucket(24, BUCKETS[64], 30.0), _bucket(25, BUCKETS[64], 30.0),
                          _bucket(32, BUCKETS[64], 30.0, (25, 30.0))], 64, "t")
-    assert shape.split(28) == 16 and shape.split(32) == 16
+    assert shape.launches(28) == (16, 12) and shape.launches(32) == (16, 16)
     # M=20, in bucket 24 (no edge stored): no split
-    assert shape.split(20) is None
+    assert shape.launches(20) == (20,)
     # the table's time for a plan: each launch's bucket time, summed
-    assert (shape.table_us(28, 16), shape.table_us(28, 24), shape.table_us(20)) == (10.0, 35.0, 30.0)
+    assert (shape.table_us(28, (16, 12)), shape.table_us(28, (24, 4)), shape.table_us(20)) == (10.0, 35.0, 30.0)
     assert shape.table_us(500) == 30.0  # past the largest bucket: its time there, the least M can take
 
 
@@ -503,11 +504,11 @@ def test_at_a_buckets_own_largest_m_a_split_weighs_the_picks_time_there():
     # 10 < 0.98 * 11 splits. Without an edge stored, M=32 is still known: the same
     buckets = [_bucket(1, BUCKETS[1], 3.0), _bucket(16, BUCKETS[16], 5.0), _bucket(17, BUCKETS[64], 20.0)]
     with_edge = _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 11.0, (17, 9.0))], 64, "t")
-    assert [with_edge.split(m) for m in (24, 31, 32)] == [None, None, 16]
+    assert [with_edge.launches(m) for m in (24, 31, 32)] == [(24,), (31,), (16, 16)]
     no_edge = _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 11.0)], 64, "t")
-    assert [no_edge.split(m) for m in (24, 31, 32)] == [None, None, 16]
+    assert [no_edge.launches(m) for m in (24, 31, 32)] == [(24,), (31,), (16, 16)]
     # at 10.1 us the bucket's own time is within the bar (0.98 * 10.1 = 9.898 < 10): whole
-    assert _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 10.1)], 64, "t").split(32) is None
+    assert _ShapeTable(buckets + [_bucket(32, BUCKETS[64], 10.1)], 64, "t").launches(32) == (32,)
 
 
 def test_a_whole_launch_costs_what_the_bucket_end_with_as_many_token_tiles_costs():
@@ -522,15 +523,15 @@ def test_a_whole_launch_costs_what_the_bucket_end_with_as_many_token_tiles_costs
                                                                                  90.0, 90.0]
     # M=1000 whole is 90 us, not the lesser end's 60: 512 + 488 (40 + 40) is under 0.98 * 90, so it splits;
     # M=600 takes 60 whole, under 80
-    assert (shape.split(1000), shape.split(600)) == (512, None)
+    assert (shape.launches(1000), shape.launches(600)) == ((512, 488), (600,))
     # the bench's "table us" beside each: the plan's prediction (past the largest bucket, its time there)
-    assert (shape.table_us(1000, 512), shape.table_us(700), shape.table_us(600), shape.table_us(5000)) == \
+    assert (shape.table_us(1000, (512, 488)), shape.table_us(700), shape.table_us(600), shape.table_us(5000)) == \
         (80.0, 70.0, 60.0, 90.0)
     # a pick whose tiles say nothing (not a token-tiled family): the lesser end anywhere inside the bucket
     gemm = _ShapeTable([_bucket(1, BUCKETS[1], 3.0), _bucket(512, BUCKETS[64], 40.0), _bucket(513, BUCKETS[64], 60.0),
                         _bucket(1024, BUCKETS[64], 90.0, (513, 60.0))], 64, "t")
     assert [gemm.whole_us(m) for m in (513, 700, 1000, 1024)] == [60.0, 60.0, 60.0, 90.0]
-    assert gemm.split(1000) is None
+    assert gemm.launches(1000) == (1000,)
 
 
 def test_the_cublas_routes_whole_launch_costs_the_line_between_its_ends_in_m():
@@ -544,10 +545,10 @@ def test_the_cublas_routes_whole_launch_costs_the_line_between_its_ends_in_m():
     assert [round(shape.whole_us(m), 3) for m in (1025, 1100, 1280)] == [58.0, round(58 + 11 * 75 / 255, 3), 69.0]
     # so 1024 + 76 (46.7 + 11 = 57.7 us) splits at M=1100 against 0.98 * 61.24; at M=1040, 0.98 * 58.65
     # = 57.47 stays whole
-    assert (shape.split(1100), shape.split(1040)) == (1024, None)
+    assert (shape.launches(1100), shape.launches(1040)) == ((1024, 76), (1040,))
     # with no edge stored the line has no ends: whole, as before
     no_edge = _ShapeTable(below + [_bucket(1280, route, 69.0)], 64, "t")
-    assert no_edge.split(1100) is None
+    assert no_edge.launches(1100) == (1100,)
 
 
 def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_device):
@@ -575,6 +576,45 @@ def test_a_split_call_matches_the_reference_and_the_two_launches_apart(kernel_de
         assert torch.equal(out, apart)  # the same two kernels on the same rows, into one output
         assert torch.equal(mm(a, packed, scales), out)  # the cached launcher: the same again
 
+
+
+def _three_launch_table(bucket32_us=30.0):
+    """``_split_table(bucket_us=bucket32_us)`` and two buckets more, 33 (an edge key, 35 us) and 64 (60 us, 35
+    at its edge M=33): M=34 costs 35 us whole, 16 + 16 + 2 (5 + 5 + 5) in three launches."""
+    table = _split_table(bucket_us=bucket32_us)
+    table["gpus"][GPU]["shapes"]["256x72"]["buckets"] += [_bucket(33, BUCKETS[64], 35.0),
+                                                          _bucket(64, BUCKETS[64], 60.0, (33, 35.0))]
+    return table
+
+
+def test_a_rest_just_past_a_bucket_itself_splits_once_more_where_that_wins_by_the_rule(kernel_device):
+    from tunesearch.dispatch import MAX_LAUNCHES, Dispatcher, _ShapeTable
+
+    assert MAX_LAUNCHES == 3
+    buckets = lambda table: table["gpus"][GPU]["shapes"]["256x72"]["buckets"]  # noqa: E731
+    shape = _ShapeTable(buckets(_three_launch_table()), 64, "t")
+    # M=34: whole 35 us (bucket 64's lesser end); two launches at best 35 (32 + 2: 30 + 5; 16 + 18: 5 + 30);
+    # three 15 (16 + 16 + 2); M=48 likewise (16 + 16 + 16); M=33, an edge key: 16 + 16 + 1 (13 against 35)
+    assert [shape.launches(m) for m in (34, 48, 33)] == [(16, 16, 2), (16, 16, 16), (16, 16, 1)]
+    assert shape.table_us(34, (16, 16, 2)) == 15.0
+    # a third launch must win by the rule too: with bucket 32 at 10.2 us, 32 + 2 take 15.2 and 16 + 16 + 2
+    # take 15, not under 0.98 * 15.2: two launches (the larger first of the two tied plans)
+    assert _ShapeTable(buckets(_three_launch_table(10.2)), 64, "t").launches(34) == (32, 2)
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter table's GPU name is not this GPU")
+    mm = Dispatcher(_three_launch_table(), group_size=64)
+    device = torch.device("cpu")
+    assert [(rows, v.id) for rows, v in mm.plan(34, 72, 256, device)] == [(16, BUCKETS[16]), (16, BUCKETS[16]),
+                                                                          (2, BUCKETS[16])]
+    assert mm.table_us(34, 72, 256, device) == 15.0
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    a = torch.randn(34, 256).half()
+    out = mm(a, packed, scales)
+    ref = a.float() @ dequantize(packed, scales, 64).float()
+    assert out.shape == (34, 72) and (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
+    # the same three kernels on the same rows, into one output
+    assert torch.equal(out, torch.cat([mm(a[:16], packed, scales), mm(a[16:32], packed, scales),
+                                       mm(a[32:], packed, scales)]))
 
 def test_export_weighs_two_launches_at_a_buckets_smallest_m_where_the_runtime_would_take_them(tmp_path):
     from tunesearch.export import build_table

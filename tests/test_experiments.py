@@ -464,14 +464,14 @@ def test_split_rule_ab_reproduces_the_earlier_split_rules(monkeypatch):
     for rule, (gain, whole) in split_rule_ab.RULES.items():
         monkeypatch.setattr(export, "SPLIT_GAIN", gain)
         monkeypatch.setattr(_ShapeTable, "whole_us", whole)
-        decided[rule] = [shape.split(m) for m in (17, 20, 32)]
+        decided[rule] = [shape.launches(m) for m in (17, 20, 32)]
     monkeypatch.undo()
     # M=17 (5 + 3 = 8 us against 10.25) splits under both; at M=20 and 32, 16 + the rest take 10 us: s47
     # weighs them against 0.95 * 10.25 = 9.74 (whole), s48a against 0.98 * 10.25 = 10.045 at M=20 and the
     # bucket's own 30 us at M=32 (split)
-    assert decided == {"s47": [16, None, None], "s48a": [16, 16, 16]}
+    assert decided == {"s47": [(16, 1), (20,), (32,)], "s48a": [(16, 1), (16, 4), (16, 16)]}
     # this tree's rule, where the tiles say nothing (gemm picks), decides as s48a
-    assert [shape.split(m) for m in (17, 20, 32)] == [16, 16, 16]
+    assert [shape.launches(m) for m in (17, 20, 32)] == [(16, 1), (16, 4), (16, 16)]
 
 
 def test_rsmma_row_box_loads_only_as_rows_with_the_familys_schedule():

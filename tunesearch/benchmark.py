@@ -55,7 +55,7 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
     # correctness of the dispatched kernel on this key, against dequantize-then-matmul
     chk = CheckInputs(M, N, K, group_size, "cuda", layout=layout)
     err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
-    parts = mm.plan(M, N, K, chk.a.device, layout)  # one launch, or two where M is just past a bucket
+    parts = mm.plan(M, N, K, chk.a.device, layout)  # one launch, or more where M is just past a bucket
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
     del ops, chk
     row = dict(K=K, N=N, M=M, variant=plan_label(parts), layout=layout,

@@ -11,8 +11,8 @@ note logged once (``strict=True``: an error instead).
 
 Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M, N, K)
 resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
-logging the fallback once. An M just past a bucket may run as two launches, the bucket below and
-the rest, where the table's times say so (``Dispatcher.plan``). Loading parses JSON only: no code
+logging the fallback once. An M just past a bucket may run as two or three launches, full buckets below
+and the rest, where the table's times say so (``Dispatcher.plan``). Loading parses JSON only: no code
 from the file is ever executed.
 """
 from __future__ import annotations
@@ -35,6 +35,9 @@ from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
 
 log = logging.getLogger("tunesearch")
+# the most launches a call of one M may take (``_ShapeTable.launches``): a full bucket, a second one and the
+# rest; a fourth gained under 1% where predicted, past the rule's 2% (NOTES.md row 116)
+MAX_LAUNCHES = 3
 
 
 class DispatchError(ValueError):
@@ -101,28 +104,42 @@ class _ShapeTable:
     def pick(self, m: int) -> Variant:
         return self.variants[self.index(m)]
 
-    def split(self, m: int) -> int | None:
-        """Rows of M to run with the pick of a full bucket below M (the rest with the pick of the rest's
-        bucket) where the table's times say that is faster than M's own pick; None to run M whole.
+    def launches(self, m: int) -> tuple[int, ...]:
+        """The rows of each launch that runs M, in A's order: (M,) to run it whole, or full buckets below M
+        (each with its pick) and the rest (with the pick of the rest's bucket), where the table's times say
+        that is faster than M's own pick.
 
         A token tile is paid in full however few of its rows M fills, so one M past a bucket can cost a
         whole tile row more (4096x22016: 266 us at M=1024, 310 at 1025, where cuBLAS takes 262). Two launches,
         M=1024 and M=1, take 266 + 17. Every full bucket below is a candidate, not only the largest: a
         bucket whose tiles fit its M no better than a larger one's (4096x22016 M=896: 267 us, as M=1024's
         256-token tiles) leaves M past it faster as the bucket below that and the rest (768 + 132: 235).
-        Predicted from the table only, on the safe side: the rest at its bucket's time (its largest M),
-        against what M's pick is taken to cost whole (``whole_us``; ``export.two_launches_win``, the rule
-        the export weighs when it picks for a bucket)."""
+        A third launch, a second full bucket, splits a rest that itself falls just past a bucket (11008x4096
+        M=1300: 256 + 32 + 1012 predicted at 168 us, against 1024 + 276 at 178; NOTES.md row 116).
+        Predicted from the table only, on the safe side: each launch at its bucket's time (at its largest M),
+        against what M's pick is taken to cost whole (``whole_us``); each launch more must win by
+        ``export.two_launches_win``, the rule the export weighs when it picks for a bucket. Ties go to
+        fewer launches, then to the larger first one."""
         i = self.index(m)
         whole = self.whole_us(m) if m <= self.m_maxes[i] else None
         if whole is None:
-            return None
-        best = None  # (the two launches' time, the first's rows); ties go to the larger first launch
-        for j in reversed([j for j in self.full if j < i]):
-            two = self.table_us(m, self.m_maxes[j])
-            if two is not None and (best is None or two < best[0]):
-                best = (two, self.m_maxes[j])
-        return best[1] if best is not None and two_launches_win(best[0], whole) else None
+            return (m,)
+        below = [self.m_maxes[j] for j in reversed(self.full) if j < i]  # largest first, each under m
+        best = {}  # launches -> (their time, their rows)
+        for first in below:
+            seconds = [r for r in below if r <= first and first + r < m] if MAX_LAUNCHES > 2 else []
+            for second in [None] + seconds:
+                rows = (first,) if second is None else (first, second)
+                rows += (m - sum(rows),)
+                us = self.table_us(m, rows)
+                if us is not None and (len(rows) not in best or us < best[len(rows)][0]):
+                    best[len(rows)] = (us, rows)
+        chosen_us, chosen = whole, (m,)
+        for count in sorted(best):
+            us, rows = best[count]
+            if two_launches_win(us, chosen_us):
+                chosen_us, chosen = us, rows
+        return chosen
 
     def whole_us(self, m: int) -> float | None:
         """What one launch of M's own pick is taken to cost at M (M within the table's buckets), from the
@@ -154,16 +171,16 @@ class _ShapeTable:
             return min(edge_us, max_us)
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
 
-    def table_us(self, m: int, rows: int | None = None) -> float | None:
-        """The table's time for M, run whole or (``rows``) as ``rows`` and the rest. Whole: what the split
-        rule takes it to cost (``whole_us``), or past the largest bucket (or where that is unknown) the
+    def table_us(self, m: int, launches: tuple[int, ...] | None = None) -> float | None:
+        """The table's time for M, run whole or as ``launches`` (their rows, ``launches``). Whole: what the
+        split rule takes it to cost (``whole_us``), or past the largest bucket (or where that is unknown) the
         bucket's time at its largest M. Split: each launch's bucket time (at the bucket's largest M),
         summed. None where a bucket has none."""
-        if rows is None:
+        if launches is None or len(launches) == 1:
             whole = self.whole_us(m) if m <= self.m_maxes[-1] else None
             times = [whole if whole is not None else self.us[self.index(m)]]
         else:
-            times = [self.us[self.index(r)] for r in (rows, m - rows)]
+            times = [self.us[self.index(r)] for r in launches]
         return None if None in times else sum(times)
 
 
@@ -306,18 +323,17 @@ class Dispatcher:
 
     def plan(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> list[tuple]:
         """What a call of (M, N, K) launches: [(rows, variant)], A's rows in order, one entry unless the
-        table says two launches are faster (``_ShapeTable.split``: M just past a bucket); a variant None
+        table says more launches are faster (``_ShapeTable.launches``: M just past a bucket); a variant None
         means dequantize-then-matmul."""
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
-        rows = shape.split(M) if self.split and shape is not None and shape.layout == layout else None
-        if rows is not None:
-            parts = [(rows, self.resolve(rows, N, K, device, layout)),
-                     (M - rows, self.resolve(M - rows, N, K, device, layout))]
-            if all(v is not None and v == shape.pick(m) for m, v in parts):  # both the table's own picks
-                self._once(("split", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d runs as M=%d (%s) and "
-                           "M=%d (%s)", N, K, M, rows, parts[0][1].id, M - rows, parts[1][1].id)
+        launches = shape.launches(M) if self.split and shape is not None and shape.layout == layout else (M,)
+        if len(launches) > 1:
+            parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
+            if all(v is not None and v == shape.pick(m) for m, v in parts):  # all the table's own picks
+                self._once(("split", M, N, K), logging.INFO, "tunesearch: N=%d K=%d M=%d runs as %s", N, K, M,
+                           " and ".join(f"M={m} ({v.id})" for m, v in parts))
                 return parts
         return [(M, self.resolve(M, N, K, device, layout))]
 
@@ -334,7 +350,7 @@ class Dispatcher:
         shape = self._shape_table(N, K, device)
         if shape is None or any(v is None or v != shape.pick(rows) for rows, v in parts):
             return None
-        return shape.table_us(M, parts[0][0] if len(parts) == 2 else None)
+        return shape.table_us(M, tuple(rows for rows, _ in parts))
 
     def _fallback(self, key, why: str):
         if self.strict:
@@ -366,13 +382,16 @@ class Dispatcher:
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
         if len(parts) == 1:
             return make_launcher(parts[0][1], a, packed, scales, out, self.group_size), M, N
-        (rows, first), (_, second) = parts
-        head = make_launcher(first, a[:rows], packed, scales, out[:rows], self.group_size)
-        tail = make_launcher(second, a[rows:], packed, scales, out[rows:], self.group_size)
+        spans, start = [], 0
+        for rows, variant in parts:
+            stop = start + rows
+            spans.append((start, stop, make_launcher(variant, a[start:stop], packed, scales, out[start:stop],
+                                                     self.group_size)))
+            start = stop
 
-        def launcher(a, packed, scales, out):  # the two launches write their own rows of one output
-            head(a[:rows], packed, scales, out[:rows])
-            tail(a[rows:], packed, scales, out[rows:])
+        def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
+            for start, stop, part in spans:
+                part(a[start:stop], packed, scales, out[start:stop])
             return out
 
         return launcher, M, N

@@ -96,15 +96,16 @@ def _fastest_by_variant(store: Store, key, code_of) -> dict:
     return out
 
 
-# The runtime runs M as two launches, a full bucket below M and the rest (dispatch._ShapeTable.split),
-# only where the table predicts them this much faster than M's own pick: the second launch's ramp and
-# the prediction's error come off it (measured / predicted 0.966-1.016 at 47 split rows, NOTES.md row 95)
+# The runtime runs M as two or three launches, full buckets below M and the rest (dispatch._ShapeTable.
+# launches), only where the table predicts each launch more this much faster than the plan without it:
+# its ramp and the prediction's error come off it (measured / predicted 0.966-1.016 at 47 split rows,
+# NOTES.md row 95)
 SPLIT_GAIN = 0.98
 
 
 def two_launches_win(two_us: float, whole_us: float) -> bool:
-    """Whether two launches taking ``two_us`` in all beat, by ``SPLIT_GAIN``, one launch of M's own pick
-    taken to cost ``whole_us`` there (``dispatch._ShapeTable.whole_us``)."""
+    """Whether launches taking ``two_us`` in all beat, by ``SPLIT_GAIN``, one launch fewer: M's own pick
+    taken to cost ``whole_us`` there (``dispatch._ShapeTable.whole_us``), or a plan of one launch less."""
     return two_us < SPLIT_GAIN * whole_us
 
 
