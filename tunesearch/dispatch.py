@@ -36,7 +36,8 @@ from .shapes import edge_keys
 
 log = logging.getLogger("tunesearch")
 # the most launches a call of one M may take (``_ShapeTable.launches``): a full bucket, a second one and the
-# rest; a fourth gained under 1% where predicted, past the rule's 2% (NOTES.md row 116)
+# rest. By the packaged H200 table a fourth would take at most 2.5% more off, and pass the rule's 2% bar at 64
+# of the 20475 (shape, M) up to 4096 (NOTES.md row 116)
 MAX_LAUNCHES = 3
 
 
