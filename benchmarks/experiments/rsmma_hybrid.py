@@ -44,13 +44,17 @@ EVERY_PART = gl.constexpr(ALL_PARTS)
 
 @gluon.jit
 def _ranges(T, blocks, P):
-    """(whole tiles a CTA: D, the first split unit: D P blocks, and this CTA's split units [u0, u0 + n))."""
+    """(whole tiles a CTA: D, the first split unit: D P blocks, the split units, the Q CTAs that share them,
+    this CTA's split units [u0, u0 + n)). Q = min(P, units): stream-K's reduction counts every CTA between
+    a tile's first and last, so none of them may hold no unit (a split tile of 4 blocks over 264 CTAs
+    would wait for 12 arrivals and get 4: the smoke run's unwritten C)."""
     D = T // P
     first = D * P * blocks
     units = (T - D * P) * blocks
-    c = gl.program_id(0)
-    u0 = first + c * units // P
-    return D, first, units, u0, first + (c + 1) * units // P - u0
+    Q = gl.maximum(gl.minimum(P, units), 1)
+    c = gl.minimum(gl.program_id(0), Q)  # CTAs from Q on: an empty range
+    u0 = first + c * units // Q
+    return D, first, units, Q, u0, first + gl.minimum(c + 1, Q) * units // Q - u0
 
 
 @gluon.jit
@@ -84,7 +88,7 @@ def _load_block(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, i,
 def _hybrid_load(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, T, blocks, tiles_n, M, group):
     """The CTA's whole tiles' blocks, then its split units', into the ring in order."""
     P = gl.num_programs(0)
-    D, first, units, u0, n = _ranges(T, blocks, P)
+    D, first, units, Q, u0, n = _ranges(T, blocks, P)
     for w in range(D):
         pid_n, pid_m, kb = _unit((gl.program_id(0) + w * P) * blocks, blocks, tiles_n)
         for j in range(blocks):
@@ -107,7 +111,7 @@ def _hybrid_mma(BM: gl.constexpr, FRAGMENT: gl.constexpr, WORDS: gl.constexpr, S
     ACC: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
     FRAG: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=ACC, k_width=2)
     P = gl.num_programs(0)
-    D, first, units, u0, n = _ranges(T, blocks, P)
+    D, first, units, Q, u0, n = _ranges(T, blocks, P)
     for w in range(D):
         acc = _mma_segment(gl.zeros([BN, BM], gl.float32, ACC), w * blocks, (w + 1) * blocks, a_smem, p_smem,
                            s_smem, ready, empty, FRAGMENT, WORDS, FRAG, EVERY_PART, SCALE_AFTER, True)
@@ -122,8 +126,8 @@ def _hybrid_mma(BM: gl.constexpr, FRAGMENT: gl.constexpr, WORDS: gl.constexpr, S
         tile = (u0 + end - 1) // blocks
         pid_n, pid_m, _ = _unit(tile * blocks, blocks, tiles_n)
         split = tile * blocks - first  # the tile's first unit among the split ones
-        lead = _first_cta(split, units, P)
-        parts = _first_cta(split + blocks - 1, units, P) - lead + 1
+        lead = _first_cta(split, units, Q)
+        parts = _first_cta(split + blocks - 1, units, Q) - lead + 1
         lo = pid_m * BM
         store_tile(acc, c_ptr + lo * stride_cm, pid_n * BN, token_origin(pid_m, BM, M) - lo, N, M - lo, stride_cn,
                    stride_cm, ws_ptr, lock_ptr, tile - D * P, gl.program_id(0) - lead, parts, MAX_PARTS, True)
@@ -171,8 +175,8 @@ def plan(M: int, N: int, K: int, config: dict, sms: int) -> tuple[int, int, int]
     T, blocks = cdiv(M, config["BM"]) * cdiv(N, BN.value), K // config["BK"]
     P = min(config["CTAS"] * sms, T * blocks)
     units = (T - T // P * P) * blocks
-    parts = cdiv(blocks - 1, units // P) + 1 if units >= P else blocks  # stream-K's bound (space.gluon_grid)
-    return P, T // P, max(1, min(parts, P))
+    Q = max(1, min(P, units))  # the CTAs that share the split units (``_ranges``)
+    return P, T // P, cdiv(blocks - 1, units // Q) + 1 if units else 1  # stream-K's bound (space.gluon_grid)
 
 
 def launch_args(config: dict, a, packed_f, scales, out, sms: int):
