@@ -20,6 +20,14 @@ The kernel is rsmma's (``rsmma._mma_segment``, frag32 weights, the family's load
 the MMA warps walk the CTA's whole tiles, then its stream-K range, one ring position after another.
 
 A config: "BM,BK,STAGES,CTAS", e.g. "32,128,4,2" (BN=64: one warp group).
+
+RESULT (H200, 2026-12-04, benchmarks/results/rsmma_hybrid_h200_2026-12-04_s60.*, NOTES.md row 118): right
+everywhere (after the first run's fault: a split tile's reduction counted CTAs with no unit), far slower:
+us, fp16 / pick / best hybrid: M=64 4096x11008 25.29 / 17.28 / 23.11, M=48 27.02 / 17.32 / 22.71, M=32
+26.79 / 13.10 / 15.77; M=64 4096x12288 29.53 / 17.45 / 24.09, 11008x4096 30.86 / 17.05 / 22.83. A whole
+wave needs fewer CTAs than tiles, so two CTAs an SM where the picks run three: the store holds the pick's
+own tile at two an SM at 22.2 us (M=64 4096x11008), so what three CTAs an SM hide (the unpack and the
+wgmma chain's latency, row 53) weighs far more than their uneven spread.
 """
 import json
 import sys
