@@ -403,6 +403,17 @@ def test_narrow_mma_sync_tiles_compile_without_spills_or_wgmma(config):
     assert got["waits"] == [] and got["local"] == 0, got
     assert 4 * (got["shared"] + 1024) <= 228 * 1024, got
 
+
+@pytest.mark.parametrize("config", ["32,128,4,2", "16,128,6,2"])
+def test_a_wave_of_whole_tiles_and_the_rest_stream_k_keeps_one_wgmma_in_flight(config):
+    # rsmma_hybrid.py (NOTES.md row 118): both of the MMA warps' loops (the whole tiles', the split units')
+    # leave one wgmma in flight (waits of 1, each loop's last of 0), nothing spilled, and two CTAs' rings fit
+    # an SM. Config: BM,BK,STAGES,CTAS.
+    got = _compiled_offline("rsmma_hybrid.py", "--compile", config)
+    assert got["waits"].count("gsb0, 0x1") >= 6 and set(got["waits"]) == {"gsb0, 0x1", "gsb0, 0x0"}, got
+    assert got["local"] == 0, got
+    assert 2 * (got["shared"] + 1024) <= 228 * 1024, got
+
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
     registers a thread (no spills, one wgmma in flight) and not at 8 fewer: with one split (the MMA warps'
