@@ -39,8 +39,10 @@ log = logging.getLogger("tunesearch")
 # rest. By the packaged H200 table a fourth would take at most 2.5% more off, and pass the rule's 2% bar at 64
 # of the 20475 (shape, M) up to 4096 (NOTES.md row 116)
 MAX_LAUNCHES = 3
-# the order of a call's launches: by rows, most first (NOTES.md row 119), else A's order
-LARGEST_FIRST = False
+# the order of a call's launches: by rows, most first, so that the one of fewest rows (often a pass over all
+# the weights for a token or two) reads what the others left in L2: 1-3% off M=257, 513 and 1025 where a plan
+# ran 2 + the rest, nothing elsewhere (NOTES.md row 119); else A's order
+LARGEST_FIRST = True
 
 
 class DispatchError(ValueError):
