@@ -621,6 +621,37 @@ def test_a_rest_just_past_a_bucket_itself_splits_once_more_where_that_wins_by_th
     assert torch.equal(out, torch.cat([mm(a[:16], packed, scales), mm(a[16:32], packed, scales),
                                        mm(a[32:], packed, scales)]))
 
+
+def test_a_split_calls_launches_run_most_rows_first(kernel_device, monkeypatch):
+    from tunesearch import dispatch
+
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter table's GPU name is not this GPU")
+    # M=1's bucket at 5 us and M=2's at 2, bucket 16's pick slow (50 us): M=17 runs as 2 + 15 (52 us against
+    # 60 whole; 16 + 1 takes 55), A's first two rows the first launch, but the 15 rows launch first, so the
+    # two rows read the weights they left in L2
+    buckets = [_bucket(1, BUCKETS[1], 5.0), _bucket(2, BUCKETS[1], 2.0), _bucket(16, BUCKETS[16], 50.0),
+               _bucket(17, BUCKETS[64], 60.0), _bucket(32, BUCKETS[64], 60.0, (17, 60.0))]
+    table = _split_table()
+    table["gpus"][GPU]["shapes"]["256x72"]["buckets"] = buckets
+    launched, real = [], dispatch.make_launcher
+
+    def recording(variant, a, *args):
+        run = real(variant, a, *args)
+        return lambda a, *rest: (launched.append(a.shape[0]), run(a, *rest))[1]
+    monkeypatch.setattr(dispatch, "make_launcher", recording)
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    a = torch.randn(17, 256).half()
+    outs = {}
+    for largest_first, order in ((True, [15, 2]), (False, [2, 15])):
+        monkeypatch.setattr(dispatch, "LARGEST_FIRST", largest_first)
+        mm = dispatch.Dispatcher(table, group_size=64)
+        assert [rows for rows, _ in mm.plan(17, 72, 256, torch.device("cpu"))] == [2, 15]
+        launched.clear()
+        outs[largest_first] = mm(a, packed, scales)
+        assert launched == order
+    assert torch.equal(outs[True], outs[False])  # each launch writes its own rows either way
+
 def test_export_weighs_two_launches_at_a_buckets_smallest_m_where_the_runtime_would_take_them(tmp_path):
     from tunesearch.export import build_table
 
