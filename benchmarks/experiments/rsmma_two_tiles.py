@@ -149,7 +149,10 @@ MS = (65, 72, 80, 96, 129, 136, 160, 192)
 
 def timed_at(config: dict, M: int) -> bool:
     """Whether ``config`` is timed at M: within the bucket it is meant for (65..96 for HI=64, 129..192 for
-    HI=128), where M past HI + LO takes a second tile, as a bucket's variant would at its other end."""
+    HI=128), where M past HI + LO takes a second tile, as a bucket's variant would at its other end. With
+    TWO_TILES_ANY_M set, at any M past HI (tiles of 256 + LO tokens at M = 1025..1280, NOTES.md row 120)."""
+    if os.environ.get("TWO_TILES_ANY_M"):
+        return config["HI"] < M
     return config["HI"] < M <= config["HI"] * 3 // 2
 
 
