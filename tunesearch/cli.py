@@ -332,7 +332,7 @@ def bench(
     out: str = typer.Option("bench.json", help="where to write the JSON results"),
     plot: Optional[str] = typer.Option("bench.png", help="where to write the plot ('' for none)"),
     peers: bool = typer.Option(True, help="also time tinygemm (and gemlite if installed)"),
-    split: bool = typer.Option(True, help="M just past a bucket as two or three launches where the table says so"),
+    split: bool = typer.Option(True, help="M past a bucket as two or three launches where the table says so"),
 ):
     """Time the dispatch table's choice beside cuBLAS fp16, tinygemm and gemlite; print a table."""
     from tunesearch.benchmark import markdown_table, run_bench, write_results

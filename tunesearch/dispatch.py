@@ -120,7 +120,8 @@ class _ShapeTable:
         bucket whose tiles fit its M no better than a larger one's (4096x22016 M=896: 267 us, as M=1024's
         256-token tiles) leaves M past it faster as the bucket below that and the rest (768 + 132: 235).
         A third launch, a second full bucket, splits a rest that itself falls just past a bucket (11008x4096
-        M=1300: 256 + 32 + 1012 predicted at 168 us, against 1024 + 276 at 178; NOTES.md row 116).
+        M=1300: 1024 + 32 + 244 predicted at 168 us, against 1024 + 276 at 178; ran 165.9 against 176.0,
+        NOTES.md row 116).
         Predicted from the table only, on the safe side: each launch at its bucket's time (at its largest M),
         against what M's pick is taken to cost whole (``whole_us``); each launch more must win by
         ``export.two_launches_win``, the rule the export weighs when it picks for a bucket. Ties go to
@@ -177,8 +178,8 @@ class _ShapeTable:
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
 
     def table_us(self, m: int, launches: tuple[int, ...] | None = None) -> float | None:
-        """The table's time for M, run whole or as ``launches`` (their rows, ``launches``). Whole: what the
-        split rule takes it to cost (``whole_us``), or past the largest bucket (or where that is unknown) the
+        """The table's time for M, run whole or as launches of ``launches`` rows. Whole: what the split
+        rule takes it to cost (``whole_us``), or past the largest bucket (or where that is unknown) the
         bucket's time at its largest M. Split: each launch's bucket time (at the bucket's largest M),
         summed. None where a bucket has none."""
         if launches is None or len(launches) == 1:
