@@ -77,6 +77,40 @@ def smoke(launch, shapes) -> str | None:
     return None
 
 
+def frag32_smoke(launch, shapes) -> str | None:
+    """``smoke`` of a ``launch`` that reads frag32 weights: each shape's weights packed in the base layout and
+    repacked (as the table's ``prepare`` does)."""
+    from tunesearch.variants.layout import to_layout
+
+    return smoke(lambda a, packed, scales, out: launch(a, to_layout(packed, "frag32"), scales, out), shapes)
+
+
+def kernel_launch(kernel, launch_args):
+    """The launch form these checks take, (a, packed, scales, out) -> a no-argument launch returning out, of
+    ``kernel`` whose ``launch_args(a, packed, scales, out)`` gives (grid, args, meta)."""
+    def launch(a, packed, scales, out):
+        grid, args, meta = launch_args(a, packed, scales, out)
+
+        def run():
+            kernel[grid](*args, **meta)
+            return out
+        return run
+    return launch
+
+
+def compile_frag32_offline(kernel, launch_args, M: int, N: int, K: int):
+    """``kernel`` (``compile_tma_kernel``'s signature) compiled for sm_90 without a GPU at (M, N, K) on frag32
+    weights, its descriptors made of CPU tensors; ``launch_args`` as ``kernel_launch`` takes it."""
+    a = torch.empty(M, K, dtype=torch.float16)
+    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
+    scales = torch.empty(K // 128, N, dtype=torch.float16)
+    out = torch.empty(M, N, dtype=torch.float16)
+    _, args, meta = launch_args(a, packed, scales, out)
+    descriptors = sum(name.endswith("_desc") for name in kernel.arg_names)  # the arguments' first
+    consts = {name: meta[name] for name in kernel.arg_names if name in meta}
+    return compile_tma_kernel(kernel, args[:descriptors], consts, meta["num_warps"], meta["maxnreg"])
+
+
 def smoke_in_child(script: str, fields, config: dict, timeout_s: float) -> str | None:
     """``python script --smoke v1,v2,...`` (the config's ``fields`` in order); None when it printed ok,
     else its last line, or HANG after ``timeout_s``."""

@@ -196,14 +196,9 @@ def launch_args(config: dict, a, packed_f, scales, out):
 
 def narrow_launch(config: dict):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
-    def launch(a, packed, scales, out):
-        grid, args, meta = launch_args(config, a, packed, scales, out)
+    from benchmarks.experiments import gluon_checks
 
-        def run():
-            narrow_kernel[grid](*args, **meta)
-            return out
-        return run
-    return launch
+    return gluon_checks.kernel_launch(narrow_kernel, lambda *operands: launch_args(config, *operands))
 
 
 def smoke_shapes(config: dict):
@@ -215,24 +210,16 @@ def smoke_shapes(config: dict):
 
 def smoke(config: dict) -> str | None:
     from benchmarks.experiments import gluon_checks
-    from tunesearch.variants.layout import to_layout
 
-    launch = narrow_launch(config)
-    return gluon_checks.smoke(lambda a, packed, scales, out: launch(a, to_layout(packed, "frag32"), scales, out),
-                              smoke_shapes(config))
+    return gluon_checks.frag32_smoke(narrow_launch(config), smoke_shapes(config))
 
 
 def compile_offline(config: dict, M: int = 8, N: int = 11008, K: int = 4096):
     """The kernel for ``config`` compiled for sm_90 without a GPU."""
     from benchmarks.experiments import gluon_checks
 
-    a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
-    scales = torch.empty(K // 128, N, dtype=torch.float16)
-    out = torch.empty(M, N, dtype=torch.float16)
-    _, args, meta = launch_args(config, a, packed, scales, out)
-    consts = {name: meta[name] for name in narrow_kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(narrow_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
+    return gluon_checks.compile_frag32_offline(narrow_kernel, lambda *operands: launch_args(config, *operands), M,
+                                               N, K)
 
 
 CONFIGS = [dict(BN=16, BM=8, BK=128, STAGES=8), dict(BN=32, BM=8, BK=128, STAGES=8),

@@ -209,16 +209,12 @@ def launch_args(config: dict, a, packed_f, scales, out, sms: int):
 
 
 def hybrid_launch(config: dict):
-    """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
-    def launch(a, packed, scales, out):
-        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        grid, args, meta = launch_args(config, a, packed, scales, out, sms)
+    """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch, on the GPU's SMs."""
+    from benchmarks.experiments import gluon_checks
 
-        def run():
-            hybrid_kernel[grid](*args, **meta)
-            return out
-        return run
-    return launch
+    def args(a, *rest):
+        return launch_args(config, a, *rest, torch.cuda.get_device_properties(a.device).multi_processor_count)
+    return gluon_checks.kernel_launch(hybrid_kernel, args)
 
 
 def smoke_shapes(config: dict):
@@ -231,24 +227,16 @@ def smoke_shapes(config: dict):
 
 def smoke(config: dict) -> str | None:
     from benchmarks.experiments import gluon_checks
-    from tunesearch.variants.layout import to_layout
 
-    launch = hybrid_launch(config)
-    return gluon_checks.smoke(lambda a, packed, scales, out: launch(a, to_layout(packed, "frag32"), scales, out),
-                              smoke_shapes(config))
+    return gluon_checks.frag32_smoke(hybrid_launch(config), smoke_shapes(config))
 
 
 def compile_offline(config: dict, M: int = 64, N: int = 11008, K: int = 4096):
     """The kernel for ``config`` compiled for sm_90 without a GPU (132 SMs)."""
     from benchmarks.experiments import gluon_checks
 
-    a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
-    scales = torch.empty(K // 128, N, dtype=torch.float16)
-    out = torch.empty(M, N, dtype=torch.float16)
-    _, args, meta = launch_args(config, a, packed, scales, out, 132)
-    consts = {name: meta[name] for name in hybrid_kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(hybrid_kernel, args[:3], consts, meta["num_warps"], meta["maxnreg"])
+    return gluon_checks.compile_frag32_offline(hybrid_kernel, lambda *operands: launch_args(config, *operands, 132),
+                                               M, N, K)
 
 
 # two CTAs an SM (at three, 396 CTAs hold M=64's 344 tiles: no whole wave); 64-token tiles, one CTA an SM,

@@ -84,14 +84,9 @@ def launch_args(config: dict, a, packed_f, scales, out):
 
 def two_tile_launch(config: dict):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch."""
-    def launch(a, packed, scales, out):
-        grid, args, meta = launch_args(config, a, packed, scales, out)
+    from benchmarks.experiments import gluon_checks
 
-        def run():
-            two_tile_kernel[grid](*args, **meta)
-            return out
-        return run
-    return launch
+    return gluon_checks.kernel_launch(two_tile_kernel, lambda *operands: launch_args(config, *operands))
 
 
 FIELDS = ("BN", "HI", "LO", "BK", "STAGES", "CTAS", "STREAM")  # a config's order on the command line
@@ -109,11 +104,8 @@ def smoke(config: dict) -> str | None:
     """``config`` on its smoke shapes against A @ dequantize(W) (the weights packed in the base layout and
     repacked to frag32, as dqmma_rs.py does); None, or what went wrong."""
     from benchmarks.experiments import gluon_checks
-    from tunesearch.variants.layout import to_layout
 
-    launch = two_tile_launch(config)
-    return gluon_checks.smoke(lambda a, packed, scales, out: launch(a, to_layout(packed, "frag32"), scales, out),
-                              smoke_shapes(config))
+    return gluon_checks.frag32_smoke(two_tile_launch(config), smoke_shapes(config))
 
 
 def compile_offline(config: dict, N: int = 12288, K: int = 4096):
@@ -121,14 +113,8 @@ def compile_offline(config: dict, N: int = 12288, K: int = 4096):
     M = HI + LO."""
     from benchmarks.experiments import gluon_checks
 
-    M = config["HI"] + config["LO"]
-    a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
-    scales = torch.empty(K // 128, N, dtype=torch.float16)
-    out = torch.empty(M, N, dtype=torch.float16)
-    _, args, meta = launch_args(config, a, packed, scales, out)
-    consts = {name: meta[name] for name in two_tile_kernel.arg_names if name in meta}
-    return gluon_checks.compile_tma_kernel(two_tile_kernel, args[:4], consts, meta["num_warps"], meta["maxnreg"])
+    return gluon_checks.compile_frag32_offline(two_tile_kernel, lambda *operands: launch_args(config, *operands),
+                                               config["HI"] + config["LO"], N, K)
 
 
 # (BN, HI, LO, BK, STAGES, CTAS, STREAM): 64-column tiles three (HI=64), two or one CTA an SM, 128-column
