@@ -601,7 +601,7 @@ def test_a_rest_just_past_a_bucket_itself_splits_once_more_where_that_wins_by_th
     # a third launch must win by the rule too: with bucket 32 at 10.2 us, 32 + 2 take 15.2 and 16 + 16 + 2
     # take 15, not under 0.98 * 15.2: two launches (the larger first of the two tied plans)
     assert _ShapeTable(buckets(_three_launch_table(10.2)), 64, "t").launches(34) == (32, 2)
-    # at most two (benchmarks/device_launches.sh's baseline): M=34's best two, 35 us, do not beat 35 whole
+    # at most two (benchmarks/device_dispatch_ab.sh's baseline with KNOB=MAX_LAUNCHES): M=34's best two, 35 us, do not beat 35 whole
     monkeypatch.setattr(dispatch, "MAX_LAUNCHES", 2)
     assert (shape.launches(34), shape.launches(17)) == ((34,), (16, 1))
     monkeypatch.undo()

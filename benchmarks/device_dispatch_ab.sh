@@ -1,0 +1,29 @@
+# On the device (after `. benchmarks/device_setup.sh`): `tunesearch bench` at the M list M with one of the
+# dispatch's module settings (KNOB) at A, then B, then A again in the same call (the drift's control is the
+# rows whose plans both settings share), no peers; writes $OUT/bench_${TAG}_{a1,b,a2}.{json,log} and prints a
+# row a key: the three times, fp16's mean, both settings' ratios to it, the launches under A and B.
+#   KNOB=MAX_LAUNCHES A=3 B=2 TAG=launches M=1025,1300,1538,1569,1700,2306,3586   (NOTES.md row 116;
+#       _s60's run is bench_launches{3a,2,3b}_h200_2026-12-04_s60.*)
+#   KNOB=LARGEST_FIRST A=True B=False TAG=order M=1025,1100,1300,769,513,257,1700,2306   (row 119;
+#       bench_order{1a,0,1b}_h200_2026-12-04_s60.*)
+: "${KNOB:?}" "${A:?}" "${B:?}" "${TAG:?}" "${M:?}"
+with() { python -c "import sys, tunesearch.dispatch as d; d.$KNOB = $1; from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"; }
+for run in a1:$A b:$B a2:$A; do
+  with "${run#*:}" bench --m "$M" --no-peers --plot '' --out "$OUT/bench_${TAG}_${run%%:*}.json" \
+    > "$OUT/bench_${TAG}_${run%%:*}.log" 2>&1 || exit 1
+done
+python - <<'PY'
+import json, os
+out, tag = os.environ["OUT"], os.environ["TAG"]
+runs = {k: {(r["K"], r["N"], r["M"]): r for r in json.load(open(f"{out}/bench_{tag}_{k}.json"))["rows"]}
+        for k in ("a1", "b", "a2")}
+print(f"{'key':>18} {'A':>8} {'B':>8} {'A':>8} {'fp16':>8} {'A/16':>6} {'B/16':>6} launches A, B")
+for key, a1 in runs["a1"].items():
+    b, a2 = runs["b"][key], runs["a2"][key]
+    fp16 = (a1["fp16_us"] + b["fp16_us"] + a2["fp16_us"]) / 3
+    a = (a1["tunesearch_us"] + a2["tunesearch_us"]) / 2
+    print(f"{'M=%d %dx%d' % (key[2], key[0], key[1]):>18} {a1['tunesearch_us']:8.1f} {b['tunesearch_us']:8.1f} "
+          f"{a2['tunesearch_us']:8.1f} {fp16:8.1f} {a / fp16:6.3f} {b['tunesearch_us'] / fp16:6.3f} "
+          f"{a1['variant'].count(' + ') + 1}, {b['variant'].count(' + ') + 1}"
+          + ("" if a1["variant"] == b["variant"] else " (plans differ)"))
+PY
