@@ -72,3 +72,31 @@ def test_m_just_past_a_bucket_runs_as_several_launches_with_the_bits_of_each(mm)
     apart = [mm(a[lo:hi], packed, scales) for lo, hi in zip(starts, starts[1:])]
     assert torch.equal(out, torch.cat(apart))
     assert relative_error(out, a.float() @ w) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K,N,M", [(4096, 22016, 1025), (4096, 4096, 1100), (4096, 11008, 257)])
+def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm, monkeypatch, K, N, M):
+    from tunesearch import dispatch
+
+    if len(mm.plan(M, N, K, torch.device("cuda"))) < 2:
+        pytest.skip(f"this table runs M={M} on {K}x{N} as one launch")
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    packed = mm.prepare(packed, scales)
+    a = torch.randn(M, K, device="cuda").half()
+    monkeypatch.setattr(dispatch, "CONCURRENT", False)
+    serial = mm(a, packed, scales)
+    monkeypatch.setattr(dispatch, "CONCURRENT", True)
+    assert torch.equal(mm(a, packed, scales), serial)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mm(a, packed, scales)
+    captured.fill_(float("nan"))  # every row written again by the replay
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, serial)
+    later = torch.randn_like(a)  # the replay reads A where it was captured, after the side streams waited
+    a.copy_(later)
+    graph.replay()
+    monkeypatch.setattr(dispatch, "CONCURRENT", False)
+    assert torch.equal(captured, mm(later, packed, scales))

@@ -43,6 +43,19 @@ MAX_LAUNCHES = 3
 # the weights for a token or two) reads what the others left in L2: 1-3% off M=257, 513 and 1025 where a plan
 # ran 2 + the rest, nothing elsewhere (NOTES.md row 119); else A's order
 LARGEST_FIRST = True
+# a split call's later launches on side streams of their own, forked from and joined back to the caller's:
+# the launches are independent (rows of C apart, the weights only read), so the next one's CTAs may start on
+# the SMs the first leaves idle and as its CTAs retire, rather than after its last (NOTES.md row 121)
+CONCURRENT = False
+_side_streams: dict[torch.device, list] = {}
+
+
+def _sides(device: torch.device, count: int) -> list:
+    """``count`` side streams of ``device``, the same ones each call (their split-K counters are their own)."""
+    streams = _side_streams.setdefault(device, [])
+    while len(streams) < count:
+        streams.append(torch.cuda.Stream(device))
+    return streams[:count]
 
 
 class DispatchError(ValueError):
@@ -398,6 +411,19 @@ class Dispatcher:
             spans.sort(key=lambda span: span[0] - span[1])
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
+            if CONCURRENT and a.is_cuda:
+                main = torch.cuda.current_stream(a.device)
+                sides = _sides(a.device, len(spans) - 1)
+                for side in sides:  # after what the caller's stream has queued (A, C's memory)
+                    side.wait_stream(main)
+                start, stop, part = spans[0]
+                part(a[start:stop], packed, scales, out[start:stop])
+                for side, (start, stop, part) in zip(sides, spans[1:]):
+                    with torch.cuda.stream(side):
+                        part(a[start:stop], packed, scales, out[start:stop])
+                for side in sides:  # the caller's stream goes on once every launch has written its rows
+                    main.wait_stream(side)
+                return out
             for start, stop, part in spans:
                 part(a[start:stop], packed, scales, out[start:stop])
             return out
