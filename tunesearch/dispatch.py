@@ -45,16 +45,20 @@ MAX_LAUNCHES = 3
 LARGEST_FIRST = True
 # a split call's later launches on side streams of their own, forked from and joined back to the caller's:
 # the launches are independent (rows of C apart, the weights only read), so the next one's CTAs may start on
-# the SMs the first leaves idle and as its CTAs retire, rather than after its last (NOTES.md row 121)
-CONCURRENT = False
-_side_streams: dict[torch.device, list] = {}
+# the SMs the first leaves idle and as its CTAs retire, rather than after its last (NOTES.md row 121).
+# 0: one after another on the caller's stream; 1: the first on it, the others on side streams; 2: the first
+# on a side stream of the highest priority, so that the block scheduler gives its CTAs the SMs first
+CONCURRENT = 0
+HIGHEST = -100  # a stream priority PyTorch maps to the device's highest
+_side_streams: dict[tuple, list] = {}
 
 
-def _sides(device: torch.device, count: int) -> list:
-    """``count`` side streams of ``device``, the same ones each call (their split-K counters are their own)."""
-    streams = _side_streams.setdefault(device, [])
+def _sides(device: torch.device, count: int, priority: int = 0) -> list:
+    """``count`` side streams of ``device`` at ``priority``, the same ones each call (their split-K counters
+    are their own)."""
+    streams = _side_streams.setdefault((device, priority), [])
     while len(streams) < count:
-        streams.append(torch.cuda.Stream(device))
+        streams.append(torch.cuda.Stream(device, priority=priority))
     return streams[:count]
 
 
@@ -413,16 +417,15 @@ class Dispatcher:
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
             if CONCURRENT and a.is_cuda:
                 main = torch.cuda.current_stream(a.device)
-                sides = _sides(a.device, len(spans) - 1)
-                for side in sides:  # after what the caller's stream has queued (A, C's memory)
-                    side.wait_stream(main)
-                start, stop, part = spans[0]
-                part(a[start:stop], packed, scales, out[start:stop])
-                for side, (start, stop, part) in zip(sides, spans[1:]):
-                    with torch.cuda.stream(side):
+                first = _sides(a.device, 1, HIGHEST)[0] if CONCURRENT == 2 else main
+                streams = [first] + _sides(a.device, len(spans) - 1)
+                for stream in streams[1 if first == main else 0:]:  # after what the caller has queued
+                    stream.wait_stream(main)
+                for stream, (start, stop, part) in zip(streams, spans):
+                    with torch.cuda.stream(stream):
                         part(a[start:stop], packed, scales, out[start:stop])
-                for side in sides:  # the caller's stream goes on once every launch has written its rows
-                    main.wait_stream(side)
+                for stream in streams[1 if first == main else 0:]:  # the caller goes on once all have written
+                    main.wait_stream(stream)
                 return out
             for start, stop, part in spans:
                 part(a[start:stop], packed, scales, out[start:stop])
