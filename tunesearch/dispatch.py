@@ -29,7 +29,7 @@ import torch
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
-from tunesearch.variants.space import CUBLAS_FAMILIES, token_tiles
+from tunesearch.variants.space import CUBLAS_FAMILIES, launch_waves, token_tiles
 
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
@@ -44,12 +44,17 @@ MAX_LAUNCHES = 3
 # ran 2 + the rest, nothing elsewhere (NOTES.md row 119); else A's order
 LARGEST_FIRST = True
 # a split call's later launches on side streams of their own, forked from and joined back to the caller's:
-# the launches are independent (rows of C apart, the weights only read), so the next one's CTAs may start on
-# the SMs the first leaves idle and as its CTAs retire, rather than after its last (NOTES.md row 121).
-# 0: one after another on the caller's stream; 1: the first on it, the others on side streams; 2: the first
-# on a side stream of the highest priority, so that the block scheduler gives its CTAs the SMs first
-CONCURRENT = 0
+# the launches are independent (rows of C apart, the weights only read), so the later ones' CTAs may run on
+# the SMs the first leaves idle in its last wave (NOTES.md row 121). The first runs on a side stream of the
+# highest priority, so that the block scheduler gives the SMs to its CTAs before the others'. "auto": where
+# ``_ShapeTable.overlaps`` says they fit those SMs; True: every split call (an A/B setting); False: none
+CONCURRENT = "auto"
 HIGHEST = -100  # a stream priority PyTorch maps to the device's highest
+# how much faster than their share of the SMs the later launches are taken to run on the idle ones (a
+# memory-bound launch on fewer SMs gets more bandwidth each): fitted on row 121's A/B, where each launch
+# that fit at 1.5 ran in the first's shadow (0.82-0.96 of the serial time) and none that did not was
+# faster by more than 3%
+OVERLAP_SLACK = 1.5
 _side_streams: dict[tuple, list] = {}
 
 
@@ -193,6 +198,24 @@ class _ShapeTable:
         if tiles is None or at_edge is None or at_max is None or at_max <= at_edge:
             return min(edge_us, max_us)
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
+
+    def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
+        """Whether a split call's later launches should run beside its largest one: where that one's last wave
+        leaves SMs idle for long enough that the others, on those SMs alone, would end within it. The first's
+        wave takes its bucket time over its waves; the others' bucket times, summed, must fit in the idle
+        SMs' share of that wave, OVERLAP_SLACK times over (4096x12288 M=257: 255 rows on 96 CTAs of 132 SMs,
+        42.5 us, beside 2 rows at 11.3: 44.8 us against 53.7 one after the other, NOTES.md row 121). Where the
+        first fills its last wave, the others only crowd its SMs (11008x4096 M=257, 128 CTAs: 7% slower)."""
+        first, *later = sorted(launches, reverse=True)
+        v = self.pick(first)
+        waves = launch_waves(v.family, v.params, first, N, K, num_sms)
+        times = [self.us[self.index(r)] for r in launches]
+        if not later or waves is None or None in times:
+            return False
+        ctas, at_once = waves
+        count = -(-ctas // at_once)
+        idle = 1 - (ctas - (count - 1) * at_once) / at_once
+        return sum(times) - times[launches.index(first)] <= OVERLAP_SLACK * idle * times[launches.index(first)] / count
 
     def table_us(self, m: int, launches: tuple[int, ...] | None = None) -> float | None:
         """The table's time for M, run whole or as launches of ``launches`` rows. Whole: what the split
@@ -413,18 +436,20 @@ class Dispatcher:
             start = stop
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
+        shape = self._shape_table(N, K, a.device)
+        overlaps = a.is_cuda and shape.overlaps(tuple(rows for rows, _ in parts), N, K,
+                                                DeviceLimits.of(a.device).num_sms)
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
-            if CONCURRENT and a.is_cuda:
+            if a.is_cuda and (CONCURRENT is True or CONCURRENT == "auto" and overlaps):
                 main = torch.cuda.current_stream(a.device)
-                first = _sides(a.device, 1, HIGHEST)[0] if CONCURRENT == 2 else main
-                streams = [first] + _sides(a.device, len(spans) - 1)
-                for stream in streams[1 if first == main else 0:]:  # after what the caller has queued
+                streams = _sides(a.device, 1, HIGHEST) + _sides(a.device, len(spans) - 1)
+                for stream in streams:  # after what the caller has queued (A, C's memory)
                     stream.wait_stream(main)
                 for stream, (start, stop, part) in zip(streams, spans):
                     with torch.cuda.stream(stream):
                         part(a[start:stop], packed, scales, out[start:stop])
-                for stream in streams[1 if first == main else 0:]:  # the caller goes on once all have written
+                for stream in streams:  # the caller goes on once every launch has written its rows
                     main.wait_stream(stream)
                 return out
             for start, stop, part in spans:

@@ -475,6 +475,20 @@ def token_tiles(family: str, params: dict, M: int) -> int | None:
     return None
 
 
+def launch_waves(family: str, params: dict, M: int, N: int, K: int, num_sms: int) -> tuple[int, int] | None:
+    """(CTAs, CTAs that run at once) of a Gluon family's launch at M: its grid, and CTAS an SM over the SMs.
+    None for the other families (their CTAs an SM are the hardware's to decide)."""
+    p = {**FAMILY_DEFAULTS.get(family, {}), **params}
+    at_once = p.get("CTAS", 1) * num_sms
+    if family == "rsmma":
+        grid, _ = gluon_grid(M, N, K, p["BM"], p["BN"], p["BK"], p["SPLIT_K"], at_once)
+    elif family == "twotile":
+        grid, _ = twotile_grid(M, N, K, p["BM"], p["LO"], p["BN"], p["BK"], p["SPLIT_K"], at_once)
+    else:
+        return None
+    return grid[0] * grid[1] * grid[2], at_once
+
+
 def twotile_grid(M: int, N: int, K: int, HI: int, LO: int, BN: int, BK: int, split_k: int,
                  ctas_at_once: int) -> tuple[tuple[int, int, int], int]:
     """twotile's launch grid (1-D: its kernel takes equal runs of all tiles' blocks, CTA c the units
