@@ -675,3 +675,38 @@ def test_export_weighs_two_launches_at_a_buckets_smallest_m_where_the_runtime_wo
     # 12 + 3 = 15 us: no split; A's 20 us at M=17 is 2x B's 10, so B, 1.06x at 32, holds the bucket
     chosen, a, b = picks(12.0)
     assert chosen[32] == b
+
+
+def test_a_split_calls_launches_overlap_only_where_the_first_leaves_sms_idle_long_enough():
+    from tunesearch.dispatch import OVERLAP_SLACK, _ShapeTable
+
+    # N=12288, K=4096: 256 rows on 256x128 tiles are 96 CTAs, one wave of 132 SMs with 36 idle (0.273) for its
+    # 42.5 us; 2 rows at 11.3 us fit 1.5 x 0.273 x 42.5 = 17.4 us of those SMs; 128 rows at 25 us do not
+    big, small = "rsmma.bm256.bn128.bk64.sk1.w8.s4", "rsmma.bm8.bn64.bk128.sk2.w4.s5.c4"
+    shape = _ShapeTable([_bucket(2, small, 11.3), _bucket(128, "rsmma.bm128.bn64.bk128.sk1.w4.s5", 25.0),
+                         _bucket(256, big, 42.5)], 128, "t")
+    assert OVERLAP_SLACK == 1.5
+    assert shape.overlaps((2, 255), 12288, 4096, 132) and shape.overlaps((255, 2), 12288, 4096, 132)
+    assert not shape.overlaps((256, 128), 12288, 4096, 132)
+    # 4096 columns: 32 CTAs, 100 SMs idle (0.758): 1.5 x 0.758 x 42.5 = 48.3 us holds 2 and 128 rows (36.3)
+    assert shape.overlaps((256, 2, 128), 4096, 4096, 132)
+    # a last wave that the first launch fills leaves nothing: 132 SMs x 1 CTA, 8448 columns = 66 x 2 token tiles
+    assert not shape.overlaps((512, 2), 8448, 4096, 132)
+    # one launch, or a first launch of a family whose CTAs an SM are the hardware's, never
+    assert not shape.overlaps((256,), 12288, 4096, 132)
+    gemm = _ShapeTable([_bucket(1, BUCKETS[1], 1.0), _bucket(64, BUCKETS[64], 40.0)], 64, "t")
+    assert not gemm.overlaps((64, 1), 12288, 4096, 132)
+
+
+def test_the_packaged_h200_table_overlaps_the_plans_row_121_found_faster_side_by_side():
+    from tunesearch.dispatch import load_dispatch
+
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+    runs = lambda K, N, M: table.shapes[(N, K)].overlaps(table.shapes[(N, K)].launches(M), N, K, 132)  # noqa: E731
+    # side by side 0.82-0.96 of their serial time on the H200 (row 121's A/B and its held-out M)
+    assert all(runs(K, N, M) for K, N, M in [(4096, 12288, 257), (4096, 12288, 260), (4096, 22016, 513),
+                                               (4096, 22016, 520), (4096, 12288, 1300), (4096, 11008, 1028)])
+    # where the first launch fills its last wave (4096 columns: 128 CTAs) or the rest is large, serial: side by
+    # side those ran up to 10% slower (11008x4096 M=257, 4096x12288 M=385 and 1100)
+    assert not any(runs(K, N, M) for K, N, M in [(11008, 4096, 257), (4096, 12288, 385), (4096, 12288, 1100),
+                                                   (11008, 4096, 1025), (4096, 4096, 1100)])

@@ -41,10 +41,14 @@ def python_overhead_us(mm, K: int, N: int, calls: int = 2000, M: int = 1) -> dic
     return result
 
 
-def plan_label(parts) -> str:
-    """The variant a row ran, or each launch's rows and variant where M ran as two."""
+def plan_label(parts, side_by_side: bool = False) -> str:
+    """The variant a row ran, or each launch's rows and variant where M ran as several (side by side: on
+    streams of their own, ``Dispatcher.side_by_side``)."""
     ids = [v.id if v else "reference" for _, v in parts]
-    return ids[0] if len(parts) == 1 else " + ".join(f"{rows}: {i}" for (rows, _), i in zip(parts, ids))
+    if len(parts) == 1:
+        return ids[0]
+    label = " + ".join(f"{rows}: {i}" for (rows, _), i in zip(parts, ids))
+    return label + " (side by side)" if side_by_side else label
 
 
 def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replays: int,
@@ -58,7 +62,8 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
     parts = mm.plan(M, N, K, chk.a.device, layout)  # one launch, or more where M is just past a bucket
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
     del ops, chk
-    row = dict(K=K, N=N, M=M, variant=plan_label(parts), layout=layout,
+    side_by_side = mm.side_by_side(M, N, K, torch.device("cuda"), layout)
+    row = dict(K=K, N=N, M=M, variant=plan_label(parts, side_by_side), layout=layout, side_by_side=side_by_side,
                rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
                table_us=mm.table_us(M, N, K, torch.device("cuda"), layout),
                stream_floor_us=floor_us if M == 1 else None,

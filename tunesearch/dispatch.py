@@ -58,12 +58,13 @@ OVERLAP_SLACK = 1.5
 _side_streams: dict[tuple, list] = {}
 
 
-def _sides(device: torch.device, count: int, priority: int = 0) -> list:
-    """``count`` side streams of ``device`` at ``priority``, the same ones each call (their split-K counters
-    are their own)."""
-    streams = _side_streams.setdefault((device, priority), [])
+def _sides(main, count: int, priority: int = 0) -> list:
+    """``count`` side streams of the caller's stream ``main`` at ``priority``, the same ones each call (their
+    split-K counters are their own): each caller's stream has its own, so that no two callers' work (a
+    graph being captured on one) meets on a side stream."""
+    streams = _side_streams.setdefault((main.device, main.cuda_stream, priority), [])
     while len(streams) < count:
-        streams.append(torch.cuda.Stream(device, priority=priority))
+        streams.append(torch.cuda.Stream(main.device, priority=priority))
     return streams[:count]
 
 
@@ -383,6 +384,16 @@ class Dispatcher:
                 return parts
         return [(M, self.resolve(M, N, K, device, layout))]
 
+    def side_by_side(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> bool:
+        """Whether a call of (M, N, K) runs its launches side by side, on streams of their own (CONCURRENT):
+        never for one launch or off a CUDA device."""
+        parts = self.plan(M, N, K, device, layout)
+        if len(parts) < 2 or device.type != "cuda" or CONCURRENT is False:
+            return False
+        rows = tuple(r for r, _ in parts)
+        return CONCURRENT is True or self._shape_table(N, K, device).overlaps(rows, N, K,
+                                                                              DeviceLimits.of(device).num_sms)
+
     def _shape_table(self, N: int, K: int, device: torch.device) -> _ShapeTable | None:
         table = self._table_of(device)
         return table.shapes.get((N, K)) if table is not None and (device.type == "cuda" or interpreting()) else None
@@ -436,14 +447,12 @@ class Dispatcher:
             start = stop
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
-        shape = self._shape_table(N, K, a.device)
-        overlaps = a.is_cuda and shape.overlaps(tuple(rows for rows, _ in parts), N, K,
-                                                DeviceLimits.of(a.device).num_sms)
+        side_by_side = self.side_by_side(M, N, K, a.device, layout_of(packed, scales))
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
-            if a.is_cuda and (CONCURRENT is True or CONCURRENT == "auto" and overlaps):
+            if side_by_side:
                 main = torch.cuda.current_stream(a.device)
-                streams = _sides(a.device, 1, HIGHEST) + _sides(a.device, len(spans) - 1)
+                streams = _sides(main, 1, HIGHEST) + _sides(main, len(spans) - 1)
                 for stream in streams:  # after what the caller has queued (A, C's memory)
                     stream.wait_stream(main)
                 for stream, (start, stop, part) in zip(streams, spans):
