@@ -6,6 +6,9 @@
 #       _s60's run is bench_launches{3a,2,3b}_h200_2026-12-04_s60.*)
 #   KNOB=LARGEST_FIRST A=True B=False TAG=order M=1025,1100,1300,769,513,257,1700,2306   (row 119;
 #       bench_order{1a,0,1b}_h200_2026-12-04_s60.*)
+#   KNOB=CONCURRENT A='"auto"' B=False TAG=concurrent_auto M=260,288,520,576,1028,1290,1344,2050,2060,2600,3080,3100
+#       (row 121's held-out M; bench_concurrent_auto{a,0,b}_h200_2026-12-04_s61.*: A=True against False at
+#       row 116's M before it, bench_concurrent_{same_priority,priority}{a,0,b}_…_s61.*)
 : "${KNOB:?}" "${A:?}" "${B:?}" "${TAG:?}" "${M:?}"
 with() { python -c "import sys, tunesearch.dispatch as d; d.$KNOB = $1; from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"; }
 for run in a1:$A b:$B a2:$A; do
