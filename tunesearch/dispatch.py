@@ -55,17 +55,41 @@ HIGHEST = -100  # a stream priority PyTorch maps to the device's highest
 # that fit at 1.5 ran in the first's shadow (0.82-0.96 of the serial time) and none that did not was
 # faster by more than 3%
 OVERLAP_SLACK = 1.5
-_side_streams: dict[tuple, list] = {}
+_side_streams: dict[tuple, tuple] = {}
 
 
-def _sides(main, count: int, priority: int = 0) -> list:
-    """``count`` side streams of the caller's stream ``main`` at ``priority``, the same ones each call (their
-    split-K counters are their own): each caller's stream has its own, so that no two callers' work (a
-    graph being captured on one) meets on a side stream."""
-    streams = _side_streams.setdefault((main.device, main.cuda_stream, priority), [])
-    while len(streams) < count:
-        streams.append(torch.cuda.Stream(main.device, priority=priority))
-    return streams[:count]
+def _sides(main, count: int) -> tuple:
+    """The caller's stream ``main``'s fork event, ``count`` side streams (the first of the highest priority)
+    and each one's join event, the same ones each call: each caller's stream has its own, so that no two
+    callers' work (a graph being captured on one) meets on a side stream, and each side stream has its own
+    split-K counters."""
+    key = (main.device, main.cuda_stream, count)
+    sides = _side_streams.get(key)
+    if sides is None:
+        streams = [torch.cuda.Stream(main.device, priority=HIGHEST if i == 0 else 0) for i in range(count)]
+        sides = _side_streams[key] = (torch.cuda.Event(), streams, [torch.cuda.Event() for _ in streams])
+    return sides
+
+
+def _run_side_by_side(spans, a, packed, scales, out):
+    """Each launch of ``spans`` [(start, stop, launcher)], largest first, on a side stream of its own after
+    what the caller's stream has queued (A, C's memory); the caller's stream goes on once every launch has
+    written its rows. Events and streams are set directly (``torch.cuda.stream``'s context looks the device
+    up each time: ~100 us of host time a call on the H200's host, NOTES.md row 121)."""
+    main = torch.cuda.current_stream(a.device)
+    fork, streams, joins = _sides(main, len(spans))
+    fork.record(main)
+    try:
+        for stream, join, (start, stop, part) in zip(streams, joins, spans):
+            stream.wait_event(fork)
+            torch.cuda.set_stream(stream)  # the launch's workspace is allocated on the stream that uses it
+            part(a[start:stop], packed, scales, out[start:stop])
+            join.record(stream)
+    finally:
+        torch.cuda.set_stream(main)
+    for join in joins:
+        main.wait_event(join)
+    return out
 
 
 class DispatchError(ValueError):
@@ -388,11 +412,15 @@ class Dispatcher:
         """Whether a call of (M, N, K) runs its launches side by side, on streams of their own (CONCURRENT):
         never for one launch or off a CUDA device."""
         parts = self.plan(M, N, K, device, layout)
-        if len(parts) < 2 or device.type != "cuda" or CONCURRENT is False:
+        return CONCURRENT is True and len(parts) > 1 and device.type == "cuda" or \
+            CONCURRENT == "auto" and self._overlaps(parts, N, K, device)
+
+    def _overlaps(self, parts, N: int, K: int, device: torch.device) -> bool:
+        """The rule's word on a plan of several launches (``_ShapeTable.overlaps``), on a CUDA device."""
+        if len(parts) < 2 or device.type != "cuda":
             return False
         rows = tuple(r for r, _ in parts)
-        return CONCURRENT is True or self._shape_table(N, K, device).overlaps(rows, N, K,
-                                                                              DeviceLimits.of(device).num_sms)
+        return self._shape_table(N, K, device).overlaps(rows, N, K, DeviceLimits.of(device).num_sms)
 
     def _shape_table(self, N: int, K: int, device: torch.device) -> _ShapeTable | None:
         table = self._table_of(device)
@@ -447,20 +475,12 @@ class Dispatcher:
             start = stop
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
-        side_by_side = self.side_by_side(M, N, K, a.device, layout_of(packed, scales))
+        overlaps = self._overlaps(parts, N, K, a.device)
+        largest_first = sorted(spans, key=lambda span: span[0] - span[1])
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
-            if side_by_side:
-                main = torch.cuda.current_stream(a.device)
-                streams = _sides(main, 1, HIGHEST) + _sides(main, len(spans) - 1)
-                for stream in streams:  # after what the caller has queued (A, C's memory)
-                    stream.wait_stream(main)
-                for stream, (start, stop, part) in zip(streams, spans):
-                    with torch.cuda.stream(stream):
-                        part(a[start:stop], packed, scales, out[start:stop])
-                for stream in streams:  # the caller goes on once every launch has written its rows
-                    main.wait_stream(stream)
-                return out
+            if CONCURRENT is True or CONCURRENT == "auto" and overlaps:
+                return _run_side_by_side(largest_first, a, packed, scales, out)
             for start, stop, part in spans:
                 part(a[start:stop], packed, scales, out[start:stop])
             return out
