@@ -100,3 +100,30 @@ def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm
     graph.replay()
     monkeypatch.setattr(dispatch, "CONCURRENT", False)
     assert torch.equal(captured, mm(later, packed, scales))
+
+
+@pytest.mark.gpu
+def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar(mm, monkeypatch):
+    from tunesearch import dispatch
+
+    # 4096x12288: M=257 (2 + 255, 53.8 us serial by the table) is host-bound eagerly; M=1300 (191 us) is not
+    K, N = 4096, 12288
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    packed = mm.prepare(packed, scales)
+    side, real = [], dispatch._run_side_by_side
+    monkeypatch.setattr(dispatch, "_run_side_by_side",
+                        lambda spans, *args: (side.append(len(spans)), real(spans, *args))[1])
+    monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
+    for M, eager in ((257, False), (1300, True)):
+        assert mm.side_by_side(M, N, K, torch.device("cuda")), f"the rule puts M={M} on {K}x{N} side by side"
+        a = torch.randn(M, K, device="cuda").half()
+        side.clear()
+        out = mm(a, packed, scales)
+        assert side == ([2] if eager else [])
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = mm(a, packed, scales)
+        assert side[-1:] == [2]  # captured side by side
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, out)

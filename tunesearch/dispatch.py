@@ -55,6 +55,10 @@ HIGHEST = -100  # a stream priority PyTorch maps to the device's highest
 # that fit at 1.5 ran in the first's shadow (0.82-0.96 of the serial time) and none that did not was
 # faster by more than 3%
 OVERLAP_SLACK = 1.5
+# side by side costs ~20 us more of host time a call (events, streams): called eagerly, a plan the table
+# puts under this many us is host-bound (4096x12288 M=257: 73 us a call side by side, 54 one after the
+# other, where a graph replays it in 44.6 against 53.5), so it stays serial unless a graph is being captured
+EAGER_SIDE_BY_SIDE_US = 100.0
 _side_streams: dict[tuple, tuple] = {}
 
 
@@ -476,10 +480,12 @@ class Dispatcher:
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
         overlaps = self._overlaps(parts, N, K, a.device)
+        eager_too = overlaps and self.table_us(M, N, K, a.device, layout_of(packed, scales)) >= EAGER_SIDE_BY_SIDE_US
         largest_first = sorted(spans, key=lambda span: span[0] - span[1])
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
-            if CONCURRENT is True or CONCURRENT == "auto" and overlaps:
+            if CONCURRENT is True or CONCURRENT == "auto" and overlaps and (
+                    eager_too or torch.cuda.is_current_stream_capturing()):
                 return _run_side_by_side(largest_first, a, packed, scales, out)
             for start, stop, part in spans:
                 part(a[start:stop], packed, scales, out[start:stop])
