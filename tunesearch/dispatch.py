@@ -12,7 +12,8 @@ note logged once (``strict=True``: an error instead).
 Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M, N, K)
 resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
 logging the fallback once. An M just past a bucket may run as two or three launches, full buckets below
-and the rest, where the table's times say so (``Dispatcher.plan``). Loading parses JSON only: no code
+and the rest, where the table's times say so (``Dispatcher.plan``), and those side by side on streams of
+their own where the largest leaves SMs idle for the others (``Dispatcher.side_by_side``). Loading parses JSON only: no code
 from the file is ever executed.
 """
 from __future__ import annotations
