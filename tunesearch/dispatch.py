@@ -13,8 +13,8 @@ Lookup on the hot path is one dict hit per (M, N, K); the first call of a new (M
 resolves the bucket (smallest m_max >= M; above the largest, the largest) and any fallback,
 logging the fallback once. An M just past a bucket may run as two or three launches, full buckets below
 and the rest, where the table's times say so (``Dispatcher.plan``), and those side by side on streams of
-their own where the largest leaves SMs idle for the others (``Dispatcher.side_by_side``). Loading parses JSON only: no code
-from the file is ever executed.
+their own where the largest leaves SMs idle for the others (``Dispatcher.side_by_side``). Loading parses
+JSON only: no code from the file is ever executed.
 """
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ HIGHEST = -100  # a stream priority PyTorch maps to the device's highest
 # that fit at 1.5 ran in the first's shadow (0.82-0.96 of the serial time) and none that did not was
 # faster by more than 3%
 OVERLAP_SLACK = 1.5
-# side by side costs ~20 us more of host time a call (events, streams): called eagerly, a plan the table
-# puts under this many us is host-bound (4096x12288 M=257: 73 us a call side by side, 54 one after the
+# side by side costs 20-40 us more of host time a call (events, streams): called eagerly, a plan the table
+# puts under this many us is host-bound (4096x12288 M=257: 73-89 us a call side by side, 54-57 one after the
 # other, where a graph replays it in 44.6 against 53.5), so it stays serial unless a graph is being captured
 EAGER_SIDE_BY_SIDE_US = 100.0
 _side_streams: dict[tuple, tuple] = {}
@@ -79,8 +79,9 @@ def _sides(main, count: int) -> tuple:
 def _run_side_by_side(spans, a, packed, scales, out):
     """Each launch of ``spans`` [(start, stop, launcher)], largest first, on a side stream of its own after
     what the caller's stream has queued (A, C's memory); the caller's stream goes on once every launch has
-    written its rows. Events and streams are set directly (``torch.cuda.stream``'s context looks the device
-    up each time: ~100 us of host time a call on the H200's host, NOTES.md row 121)."""
+    written its rows. Events and streams are set directly: ``torch.cuda.stream``'s context and
+    ``wait_stream`` look the device up each time (166-170 us of host time a call on the H200's host,
+    against 46-103 so, NOTES.md row 121)."""
     main = torch.cuda.current_stream(a.device)
     fork, streams, joins = _sides(main, len(spans))
     fork.record(main)
@@ -239,13 +240,13 @@ class _ShapeTable:
         first, *later = sorted(launches, reverse=True)
         v = self.pick(first)
         waves = launch_waves(v.family, v.params, first, N, K, num_sms)
-        times = [self.us[self.index(r)] for r in launches]
-        if not later or waves is None or None in times:
+        first_us, later_us = self.us[self.index(first)], [self.us[self.index(r)] for r in later]
+        if not later or waves is None or first_us is None or None in later_us:
             return False
         ctas, at_once = waves
-        count = -(-ctas // at_once)
-        idle = 1 - (ctas - (count - 1) * at_once) / at_once
-        return sum(times) - times[launches.index(first)] <= OVERLAP_SLACK * idle * times[launches.index(first)] / count
+        count = -(-ctas // at_once)  # its waves
+        idle = 1 - (ctas - (count - 1) * at_once) / at_once  # the share of the SMs its last wave leaves
+        return sum(later_us) <= OVERLAP_SLACK * idle * first_us / count
 
     def table_us(self, m: int, launches: tuple[int, ...] | None = None) -> float | None:
         """The table's time for M, run whole or as launches of ``launches`` rows. Whole: what the split
@@ -481,7 +482,8 @@ class Dispatcher:
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
         overlaps = self._overlaps(parts, N, K, a.device)
-        eager_too = overlaps and self.table_us(M, N, K, a.device, layout_of(packed, scales)) >= EAGER_SIDE_BY_SIDE_US
+        eager_too = overlaps and self.table_us(M, N, K, a.device, layout_of(packed, scales)) >= \
+            EAGER_SIDE_BY_SIDE_US  # else side by side only in a capture
         largest_first = sorted(spans, key=lambda span: span[0] - span[1])
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
