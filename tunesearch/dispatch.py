@@ -60,6 +60,10 @@ OVERLAP_SLACK = 1.5
 # puts under this many us is host-bound (4096x12288 M=257: 73-89 us a call side by side, 54-57 one after the
 # other, where a graph replays it in 44.6 against 53.5), so it stays serial unless a graph is being captured
 EAGER_SIDE_BY_SIDE_US = 100.0
+# an A/B setting, off: where set (e.g. 1.06), the split rule prices a plan whose later launches fit the
+# largest one's idle SMs with no slack at this many times the largest launch's time, rather than their sum
+# (benchmarks/experiments/overlap_pricing.py; NOTES.md, the session plan written in `_s61`)
+OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 
 
@@ -162,7 +166,7 @@ class _ShapeTable:
     def pick(self, m: int) -> Variant:
         return self.variants[self.index(m)]
 
-    def launches(self, m: int) -> tuple[int, ...]:
+    def launches(self, m: int, side_by_side=None) -> tuple[int, ...]:
         """The rows of each launch that runs M, in A's order: (M,) to run it whole, or full buckets below M
         (each with its pick) and the rest (with the pick of the rest's bucket), where the table's times say
         that is faster than M's own pick.
@@ -178,7 +182,8 @@ class _ShapeTable:
         Predicted from the table only, on the safe side: each launch at its bucket's time (at its largest M),
         against what M's pick is taken to cost whole (``whole_us``); each launch more must win by
         ``export.two_launches_win``, the rule the export weighs when it picks for a bucket. Ties go to
-        fewer launches, then to the larger first one."""
+        fewer launches, then to the larger first one. ``side_by_side(rows)``, where given, prices a plan that
+        would run side by side (an A/B setting, ``OVERLAP_PRICE``), or None to keep its summed time."""
         i = self.index(m)
         whole = self.whole_us(m) if m <= self.m_maxes[i] else None
         if whole is None:
@@ -191,6 +196,8 @@ class _ShapeTable:
                 rows = (first,) if second is None else (first, second)
                 rows += (m - sum(rows),)
                 us = self.table_us(m, rows)
+                priced = side_by_side(rows) if side_by_side is not None and us is not None else None
+                us = us if priced is None else min(us, priced)
                 if us is not None and (len(rows) not in best or us < best[len(rows)][0]):
                     best[len(rows)] = (us, rows)
         chosen_us, chosen = whole, (m,)
@@ -229,6 +236,20 @@ class _ShapeTable:
         if tiles is None or at_edge is None or at_max is None or at_max <= at_edge:
             return min(edge_us, max_us)
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
+
+    def overlap_price(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
+        """OVERLAP_PRICE times the largest launch's time, where the others fit its last wave's idle SMs with
+        no slack (row 121's held-out plans so ran 0.976-1.055 of it); else None."""
+        first, *later = sorted(launches, reverse=True)
+        v = self.pick(first)
+        waves = launch_waves(v.family, v.params, first, N, K, num_sms)
+        first_us, later_us = self.us[self.index(first)], [self.us[self.index(r)] for r in later]
+        if not later or waves is None or first_us is None or None in later_us:
+            return None
+        ctas, at_once = waves
+        count = -(-ctas // at_once)
+        idle = 1 - (ctas - (count - 1) * at_once) / at_once
+        return OVERLAP_PRICE * first_us if sum(later_us) <= idle * first_us / count else None
 
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
@@ -405,7 +426,11 @@ class Dispatcher:
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
-        launches = shape.launches(M) if self.split and shape is not None and shape.layout == layout else (M,)
+        price = None
+        if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
+            sms = DeviceLimits.of(device).num_sms
+            price = lambda rows: shape.overlap_price(rows, N, K, sms)  # noqa: E731
+        launches = shape.launches(M, price) if self.split and shape is not None and shape.layout == layout else (M,)
         if len(launches) > 1:
             parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
             if all(v is not None and v == shape.pick(m) for m, v in parts):  # all the table's own picks
