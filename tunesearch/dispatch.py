@@ -237,9 +237,11 @@ class _ShapeTable:
             return min(edge_us, max_us)
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
 
-    def overlap_price(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
-        """OVERLAP_PRICE times the largest launch's time, where the others fit its last wave's idle SMs with
-        no slack (row 121's held-out plans so ran 0.976-1.055 of it); else None."""
+    def wave_room(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> tuple[float, float, float] | None:
+        """(the later launches' bucket times summed, the idle SMs' share of one of the largest launch's waves
+        in us, the largest's bucket time) for a plan of several launches: the largest's wave takes its bucket
+        time over its waves (``space.launch_waves``), and its last wave leaves the rest of the SMs idle.
+        None where the table or the family cannot say."""
         first, *later = sorted(launches, reverse=True)
         v = self.pick(first)
         waves = launch_waves(v.family, v.params, first, N, K, num_sms)
@@ -247,27 +249,25 @@ class _ShapeTable:
         if not later or waves is None or first_us is None or None in later_us:
             return None
         ctas, at_once = waves
-        count = -(-ctas // at_once)
-        idle = 1 - (ctas - (count - 1) * at_once) / at_once
-        return OVERLAP_PRICE * first_us if sum(later_us) <= idle * first_us / count else None
+        count = -(-ctas // at_once)  # its waves
+        idle = 1 - (ctas - (count - 1) * at_once) / at_once  # the share of the SMs its last wave leaves
+        return sum(later_us), idle * first_us / count, first_us
+
+    def overlap_price(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
+        """OVERLAP_PRICE times the largest launch's time, where the others fit its last wave's idle SMs with
+        no slack (row 121's held-out plans so ran 0.976-1.055 of it); else None."""
+        room = self.wave_room(launches, N, K, num_sms)
+        return OVERLAP_PRICE * room[2] if room is not None and room[0] <= room[1] else None
 
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
-        leaves SMs idle for long enough that the others, on those SMs alone, would end within it. The first's
-        wave takes its bucket time over its waves; the others' bucket times, summed, must fit in the idle
-        SMs' share of that wave, OVERLAP_SLACK times over (4096x12288 M=257: 255 rows on 96 CTAs of 132 SMs,
-        42.5 us, beside 2 rows at 11.3: 44.8 us against 53.7 one after the other, NOTES.md row 121). Where the
-        first fills its last wave, the others only crowd its SMs (11008x4096 M=257, 128 CTAs: 7% slower)."""
-        first, *later = sorted(launches, reverse=True)
-        v = self.pick(first)
-        waves = launch_waves(v.family, v.params, first, N, K, num_sms)
-        first_us, later_us = self.us[self.index(first)], [self.us[self.index(r)] for r in later]
-        if not later or waves is None or first_us is None or None in later_us:
-            return False
-        ctas, at_once = waves
-        count = -(-ctas // at_once)  # its waves
-        idle = 1 - (ctas - (count - 1) * at_once) / at_once  # the share of the SMs its last wave leaves
-        return sum(later_us) <= OVERLAP_SLACK * idle * first_us / count
+        leaves SMs idle for long enough that the others, on those SMs alone, would end within it: their bucket
+        times, summed, must fit in the idle SMs' share of one of its waves (``wave_room``), OVERLAP_SLACK times
+        over (4096x12288 M=257: 255 rows on 96 CTAs of 132 SMs, 42.5 us, beside 2 rows at 11.3: 44.8 us against
+        53.7 one after the other, NOTES.md row 121). Where the first fills its last wave, the others only crowd
+        its SMs (11008x4096 M=257, 128 CTAs: 7% slower)."""
+        room = self.wave_room(launches, N, K, num_sms)
+        return room is not None and room[0] <= OVERLAP_SLACK * room[1]
 
     def table_us(self, m: int, launches: tuple[int, ...] | None = None) -> float | None:
         """The table's time for M, run whole or as launches of ``launches`` rows. Whole: what the split
@@ -507,9 +507,9 @@ class Dispatcher:
         if LARGEST_FIRST:  # the fewest rows last: their launch reads weights the others left in L2
             spans.sort(key=lambda span: span[0] - span[1])
         overlaps = self._overlaps(parts, N, K, a.device)
-        eager_too = overlaps and self.table_us(M, N, K, a.device, layout_of(packed, scales)) >= \
+        eager_too = overlaps and self._shape_table(N, K, a.device).table_us(M, tuple(r for r, _ in parts)) >= \
             EAGER_SIDE_BY_SIDE_US  # else side by side only in a capture
-        largest_first = sorted(spans, key=lambda span: span[0] - span[1])
+        largest_first = spans if LARGEST_FIRST else sorted(spans, key=lambda span: span[0] - span[1])
 
         def launcher(a, packed, scales, out):  # each launch writes its own rows of one output
             if CONCURRENT is True or CONCURRENT == "auto" and overlaps and (
