@@ -710,3 +710,28 @@ def test_the_packaged_h200_table_overlaps_the_plans_row_121_found_faster_side_by
     # side those ran up to 10% slower (11008x4096 M=257, 4096x12288 M=385 and 1100)
     assert not any(runs(K, N, M) for K, N, M in [(11008, 4096, 257), (4096, 12288, 385), (4096, 12288, 1100),
                                                    (11008, 4096, 1025), (4096, 4096, 1100)])
+
+
+def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_run_it_so(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import load_dispatch
+
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+
+    def plans(K, N, M):
+        shape = table.shapes[(N, K)]
+        return [shape.launches(M, lambda rows: shape.side_by_side_price(M, rows, N, K, 132, eager))  # noqa: B023
+                for eager in (False, True)]
+
+    # off (the default): a split plan is priced at its launches' summed times, captured or not
+    assert dispatch.OVERLAP_PRICE is None
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.06)
+    # 4096x11008 M=257: 256 + 1 fits the idle SMs of 256's one wave, priced at 1.06 x 42 us in a capture, under
+    # the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar): whole
+    assert plans(4096, 11008, 257) == [(256, 1), (257,)]
+    assert plans(4096, 12288, 257) == [(256, 1), (2, 255)]  # eagerly the serial rule's own plan stands
+    # 11008x4096 M=785: 768 + 17 at 119 us serial passes the eager bar, so eager calls run it side by side too
+    assert plans(11008, 4096, 785) == [(768, 17), (768, 17)]
+    # CONCURRENT=True runs every split call side by side, eagerly too; False prices none (``Dispatcher.plan``)
+    monkeypatch.setattr(dispatch, "CONCURRENT", True)
+    assert plans(4096, 11008, 257) == [(256, 1), (256, 1)]

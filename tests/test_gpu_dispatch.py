@@ -127,3 +127,40 @@ def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(captured, out)
+
+
+@pytest.mark.gpu
+def test_overlap_pricing_gives_a_capture_its_side_by_side_plan_and_an_eager_call_its_serial_one(monkeypatch):
+    from tunesearch import dispatch
+
+    # OVERLAP_PRICE (an A/B setting): 4096x11008 M=257 as 256 + 1 side by side in a capture; eagerly it would
+    # run serial (53 us by the table, under the eager bar), so there M=257's own pick, whole
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.06)
+    monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
+    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
+    K, N, M = 4096, 11008, 257
+    cuda = torch.device("cuda")
+    captured_plan, eager_plan = mm.plan(M, N, K, cuda), mm.plan(M, N, K, cuda, eager=True)
+    if [r for r, _ in captured_plan] != [256, 1] or len(eager_plan) != 1:
+        assert os.environ.get("TUNESEARCH_DISPATCH"), "the packaged table prices M=257 on 4096x11008 so"
+        pytest.skip(f"this table plans M={M} on {K}x{N} as {captured_plan} and {eager_plan}")
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    w = dequantize(packed, scales, 128).float()
+    packed = mm.prepare(packed, scales)
+    side, real = [], dispatch._run_side_by_side
+    monkeypatch.setattr(dispatch, "_run_side_by_side",
+                        lambda spans, *args: (side.append(len(spans)), real(spans, *args))[1])
+    a = torch.randn(M, K, device="cuda").half()
+    eager = mm(a, packed, scales)
+    assert side == []
+    whole = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None, split=False)
+    assert torch.equal(eager, whole(a, packed, scales))  # the one launch of M's own pick
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mm(a, packed, scales)
+    assert side == [2]
+    captured.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, torch.cat([mm(a[:256], packed, scales), mm(a[256:], packed, scales)]))
+    assert relative_error(captured, a.float() @ w) < 2e-3

@@ -259,6 +259,16 @@ class _ShapeTable:
         room = self.wave_room(launches, N, K, num_sms)
         return OVERLAP_PRICE * room[2] if room is not None and room[0] <= room[1] else None
 
+    def side_by_side_price(self, m: int, launches: tuple[int, ...], N: int, K: int, num_sms: int,
+                           eager: bool) -> float | None:
+        """``overlap_price`` where a plan of ``launches`` would run side by side: in a capture always (a plan
+        that fits with no slack passes ``overlaps``), called eagerly only where its serial time reaches
+        EAGER_SIDE_BY_SIDE_US (else it runs serial, and its serial time is its price: 4096x11008 M=257 as
+        256 + 1 costs 53.7 us serial against 51.7 whole)."""
+        if eager and CONCURRENT is not True and (self.table_us(m, launches) or 0.0) < EAGER_SIDE_BY_SIDE_US:
+            return None
+        return self.overlap_price(launches, N, K, num_sms)
+
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
         leaves SMs idle for long enough that the others, on those SMs alone, would end within it: their bucket
@@ -419,17 +429,20 @@ class Dispatcher:
             return seeds[0]
         return self._fallback(("shape", M, N, K), f"no kernel variant can run M={M} N={N} K={K}")
 
-    def plan(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> list[tuple]:
+    def plan(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None, *,
+             eager: bool = False) -> list[tuple]:
         """What a call of (M, N, K) launches: [(rows, variant)], A's rows in order, one entry unless the
         table says more launches are faster (``_ShapeTable.launches``: M just past a bucket); a variant None
-        means dequantize-then-matmul."""
+        means dequantize-then-matmul. With OVERLAP_PRICE set, a plan that would run side by side is priced
+        so, which a call made outside a graph capture (``eager``) does only for plans of
+        EAGER_SIDE_BY_SIDE_US or more: the two may differ."""
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
         price = None
         if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
             sms = DeviceLimits.of(device).num_sms
-            price = lambda rows: shape.overlap_price(rows, N, K, sms)  # noqa: E731
+            price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
         launches = shape.launches(M, price) if self.split and shape is not None and shape.layout == layout else (M,)
         if len(launches) > 1:
             parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
@@ -490,14 +503,29 @@ class Dispatcher:
         return launcher(a, packed, scales, torch.empty((M, N), dtype=torch.float16, device=a.device))
 
     def _entry(self, a, packed, scales):
-        """First call of a key: validate fully, plan the launches, build their launchers."""
+        """First call of a key: validate fully, plan the launches, build their launchers. With OVERLAP_PRICE
+        set, a call outside a graph capture may have a plan of its own (``plan``'s ``eager``)."""
         M, N, K = check_inputs(a, packed, scales, self.group_size)
-        parts = self.plan(M, N, K, a.device, layout_of(packed, scales))
-        if parts[0][1] is None:
-            return None, M, N
+        layout = layout_of(packed, scales)
+        parts = self.plan(M, N, K, a.device, layout)
+        eager_parts = self.plan(M, N, K, a.device, layout, eager=True) if OVERLAP_PRICE is not None else parts
+        if eager_parts == parts:
+            return (self._launcher(parts, a, packed, scales, K), M, N) if parts[0][1] is not None else (None, M, N)
+        captured, eager = (self._launcher(p, a, packed, scales, K) for p in (parts, eager_parts))
+
+        def launcher(a, packed, scales, out):
+            return (captured if torch.cuda.is_current_stream_capturing() else eager)(a, packed, scales, out)
+
+        return launcher, M, N
+
+    def _launcher(self, parts, a, packed, scales, K: int):
+        """``launcher(a, packed, scales, out)`` running the plan ``parts`` [(rows, variant)]."""
+        M, N = a.shape[0], scales.shape[1]
+        if len(parts) == 1 and parts[0][1] is None:
+            return lambda a, packed, scales, out: reference_matmul(a, packed, scales, self.group_size)
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
         if len(parts) == 1:
-            return make_launcher(parts[0][1], a, packed, scales, out, self.group_size), M, N
+            return make_launcher(parts[0][1], a, packed, scales, out, self.group_size)
         spans, start = [], 0
         for rows, variant in parts:
             stop = start + rows
@@ -519,7 +547,7 @@ class Dispatcher:
                 part(a[start:stop], packed, scales, out[start:stop])
             return out
 
-        return launcher, M, N
+        return launcher
 
     def warmup(self, shapes, max_m: int = 4096) -> int:
         """Compile every variant the table can pick for ``shapes`` [(K, N), ...] and M <= max_m,
