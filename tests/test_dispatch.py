@@ -735,3 +735,54 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
     # CONCURRENT=True runs every split call side by side, eagerly too; False prices none (``Dispatcher.plan``)
     monkeypatch.setattr(dispatch, "CONCURRENT", True)
     assert plans(4096, 11008, 257) == [(256, 1), (256, 1)]
+
+
+def test_the_lean_side_by_side_form_joins_after_every_launch_and_holds_the_workspaces_till_then(monkeypatch):
+    # on fakes that log each call (the real path needs a GPU: test_gpu_dispatch.py checks its bits): the
+    # fewest rows' launch on the caller's stream, the others each on a side stream passed to it, and the
+    # caller's stream waits for every side stream before the workspaces they were given can be freed
+    from tunesearch import dispatch
+
+    calls = []
+
+    class Stream:
+        def __init__(self, name):
+            self.name = name
+
+        def wait_event(self, event):
+            calls.append((self.name, "waits", event.name))
+
+    class Event:
+        def __init__(self, name):
+            self.name = name
+
+        def record(self, stream):
+            calls.append((stream.name, "records", self.name))
+
+    main = Stream("main")
+    monkeypatch.setattr(dispatch.torch.cuda, "current_stream", lambda device: main)
+    monkeypatch.setattr(dispatch, "_sides", lambda caller, count: (
+        Event("fork"), [Stream(f"side{i}") for i in range(count)], [Event(f"join{i}") for i in range(count)]))
+
+    class Workspace:
+        def __del__(self):
+            calls.append(("ws", "freed", None))
+
+    def part(name):
+        def launcher(a, packed, scales, out, stream=None, keep=None):
+            calls.append((stream.name if stream is not None else "main", "launches", name))
+            if stream is not None:
+                keep.append(Workspace())
+            return out
+        return launcher
+
+    a = out = torch.zeros(7, 4)
+    dispatch._run_side_by_side_lean([(0, 4, part("4 rows")), (4, 6, part("2 rows")), (6, 7, part("1 row"))],
+                                    a, None, None, out)
+    assert calls[:8] == [("main", "records", "fork"),
+                         ("side0", "waits", "fork"), ("side0", "launches", "4 rows"), ("side0", "records", "join0"),
+                         ("side1", "waits", "fork"), ("side1", "launches", "2 rows"), ("side1", "records", "join1"),
+                         ("main", "launches", "1 row")]
+    assert calls[8:10] in ([("main", "waits", "join0"), ("main", "waits", "join1")],
+                           [("main", "waits", "join1"), ("main", "waits", "join0")])
+    assert calls[10:] == [("ws", "freed", None)] * 2  # only after the caller's stream waited for both
