@@ -134,6 +134,19 @@ def test_reference_matmul_is_dequantize_then_matmul():
     assert (out.float() - ref).abs().max().item() / ref.abs().max().item() < 1e-3
 
 
+def test_no_rows_give_an_empty_result_as_torch_mm_does(kernel_device):
+    # an empty batch (or an expert no token was routed to) is a call with M=0: nothing to launch
+    from tunesearch import load_dispatch
+
+    _, packed, scales, _ = make_problem(1, 72, 256, 128, kernel_device, seed=3)
+    a = torch.empty(0, 256, dtype=torch.float16, device=kernel_device)
+    for out in (matmul(a, packed, scales, Variant.from_id("gemv.bm1.bn64.bk64.sk2.w4.s1"), 128),
+                reference_matmul(a, packed, scales, 128), load_dispatch()(a, packed, scales)):
+        assert out.shape == (0, 72) and out.dtype == torch.float16 and out.device == a.device
+    with pytest.raises(ValueError, match="K=248"):  # the other operands are still checked
+        load_dispatch()(torch.empty(0, 248, dtype=torch.float16, device=kernel_device), packed, scales)
+
+
 def test_strided_activations_are_handled(kernel_device):
     a, packed, scales, ref = make_problem(4, 40, 256, 64, kernel_device, seed=11)
     wide = torch.zeros(4, 512, dtype=torch.float16, device=kernel_device)

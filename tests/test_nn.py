@@ -25,6 +25,7 @@ def test_w4a16_linear_matches_its_dequantized_weights_and_saves():
     assert torch.equal(clone(x), got)
     assert set(layer.state_dict()) == {"packed", "scales", "bias"}
     assert "group_size=128" in repr(layer)
+    assert layer(x[:, :0]).shape == (2, 0, 40)  # no tokens, as nn.Linear
     with pytest.raises(ValueError, match="features"):
         layer(torch.randn(2, 100).half())
     with pytest.raises(ValueError, match="multiple"):

@@ -532,6 +532,8 @@ class Dispatcher:
         """First call of a key: validate fully, plan the launches, build their launchers. With OVERLAP_PRICE
         set, a call outside a graph capture may have a plan of its own (``plan``'s ``eager``)."""
         M, N, K = check_inputs(a, packed, scales, self.group_size)
+        if M == 0:  # no rows (an empty batch): C is empty, nothing to plan or launch
+            return (lambda a, packed, scales, out: out), M, N
         layout = layout_of(packed, scales)
         parts = self.plan(M, N, K, a.device, layout)
         eager_parts = self.plan(M, N, K, a.device, layout, eager=True) if OVERLAP_PRICE is not None else parts

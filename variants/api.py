@@ -70,7 +70,8 @@ def on_stream(fn, side, *args):
 
 
 def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int):
-    """Validate a matmul's operands; returns (M, N, K). Raises ValueError naming the problem."""
+    """Validate a matmul's operands; returns (M, N, K). Raises ValueError naming the problem. M may be 0 (as
+    in ``torch.mm``: an empty batch, an expert no token was routed to); the result is then empty."""
     if not isinstance(a, torch.Tensor):
         raise ValueError(f"a must be a torch.Tensor, got {type(a).__name__}")
     if a.dim() != 2:
@@ -83,8 +84,6 @@ def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, gr
                          "layout frag32)")
     if a.device != packed.device:
         raise ValueError(f"a is on {a.device} but packed on {packed.device}")
-    if a.shape[0] == 0:
-        raise ValueError("a has M=0 rows")
     for name, t in (("packed", packed), ("scales", scales)):
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous (repack once at load, not per call)")
@@ -541,14 +540,15 @@ def matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, variant:
     if a.device.type != "cuda" and not interpreting():
         raise ValueError(f"the Triton kernels need CUDA tensors, got {a.device} "
                          "(use reference_matmul, or set TRITON_INTERPRET=1 for the interpreter)")
-    reason = variant_error(variant, M, N, K, group_size, device=a.device, layout=layout_of(packed, scales))
+    reason = variant_error(variant, M, N, K, group_size, device=a.device, layout=layout_of(packed, scales)) \
+        if M else None  # no rows: nothing to launch
     if reason:
         raise ValueError(f"variant {variant.id} cannot run M={M}, N={N}, K={K}, G={group_size}: {reason}")
     if out is None:
         out = torch.empty((M, N), dtype=torch.float16, device=a.device)
     elif out.shape != (M, N) or out.dtype != torch.float16 or out.device != a.device:
         raise ValueError(f"out must be float16 [{M}, {N}] on {a.device}, got {out.dtype} {tuple(out.shape)}")
-    return launch(variant, a, packed, scales, out, group_size)
+    return launch(variant, a, packed, scales, out, group_size) if M else out
 
 
 def reference_matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
