@@ -391,3 +391,17 @@ def test_a_sweep_of_the_buckets_smallest_m_gives_the_export_its_choice(tmp_path,
     assert sorted(buckets) == [2, 3, 8] and "edge" not in buckets[2] and "edge" not in buckets[3]
     pick = buckets[8]["variant"]["id"]
     assert pick in at[3] and buckets[8]["edge"] == {"m": 3, "us": round(at[3][pick], 3)}
+
+
+@pytest.mark.parametrize("command, args, message", [
+    ("bench", ["--m", "1,x"], "--m"),
+    ("bench", ["--shapes", "4096x"], "bad shape"),
+    ("bench", ["--dispatch", "missing.json"], "does not exist"),
+    ("decode-bench", ["--batch", "0"], "bad --batch '0'"),
+    ("decode-bench", ["--batch", "edges"], "bad --batch 'edges'"),
+])
+def test_bench_commands_report_a_bad_flag_before_a_missing_gpu(tmp_path, command, args, message):
+    # a typo is what the user can fix first: reported on any machine, with or without a GPU
+    r = CliRunner().invoke(app, [command, *args])
+    assert r.exit_code == 2, r.output
+    assert message in r.output

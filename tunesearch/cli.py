@@ -341,9 +341,9 @@ def bench(
     from tunesearch.shapes import parse_ms, parse_shapes
 
     try:
-        require_cuda()
-        shape_list, ms = parse_shapes(shapes), parse_ms(m)
+        shape_list, ms = parse_shapes(shapes), parse_ms(m)  # a typo is reported before the missing GPU
         mm = load_dispatch(dispatch, group_size=group_size, split=split)
+        require_cuda()
     except NoGPUError as exc:
         _fail(str(exc), 1)
     except (ValueError, DispatchError) as exc:
@@ -459,13 +459,13 @@ def decode_bench(
     from tunesearch.decode import DecoderConfig, decode_benchmark, markdown_table, random_decoder
     from tunesearch.dispatch import DispatchError, load_dispatch
     from tunesearch.gpu import NoGPUError, gpu_info, require_cuda
-    from tunesearch.shapes import parse_ms
+    from tunesearch.shapes import parse_counts
 
     try:
-        require_cuda()
-        batches = parse_ms(batch)
+        batches = parse_counts(batch, "--batch")  # a typo is reported before the missing GPU
         cfg = DecoderConfig(hidden, intermediate, heads, layers, vocab, max_len=prompt + tokens + 1)
         mm = load_dispatch(dispatch, group_size=group_size)
+        require_cuda()
     except NoGPUError as exc:
         _fail(str(exc), 1)
     except (ValueError, DispatchError) as exc:

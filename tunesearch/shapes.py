@@ -92,10 +92,15 @@ def parse_ms(spec: str | None) -> list[int]:
         return list(DEFAULT_M_BUCKETS)
     if spec.strip() == "edges":
         return bucket_edges()
+    return parse_counts(spec, "--m")
+
+
+def parse_counts(spec: str, flag: str) -> list[int]:
+    """Comma-separated positive integers (``flag`` names the option in the error), sorted, each once."""
     try:
-        ms = sorted({int(x) for x in spec.split(",") if x.strip()})
+        counts = sorted({int(x) for x in spec.split(",") if x.strip()})
     except ValueError:
-        raise ValueError(f"bad --m {spec!r}: expected comma-separated positive integers") from None
-    if not ms or ms[0] <= 0:
-        raise ValueError(f"bad --m {spec!r}: expected comma-separated positive integers")
-    return ms
+        counts = []
+    if not counts or counts[0] <= 0:
+        raise ValueError(f"bad {flag} {spec!r}: expected comma-separated positive integers")
+    return counts
