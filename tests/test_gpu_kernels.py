@@ -303,6 +303,43 @@ def test_a_captured_graph_keeps_its_buffers_when_later_calls_need_larger_ones(va
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("family", ["splitk", "rsmma"])
+def test_graphs_captured_one_after_another_on_a_new_stream_replay_right_in_any_order(family):
+    """Graphs per batch size, captured in turn on one stream, share its split-K counters. Made in the first
+    capture, their zeroing was only recorded into that graph, so a later graph replayed first counted in
+    memory nothing had written (dirtied here as a freed pool would leave it). A stream first seen in a
+    capture now takes counters zeroed ahead, outside it."""
+    import torch
+
+    from tunesearch.variants import DeviceLimits, Variant, dequantize, quantize_pack
+    from tunesearch.variants import api
+
+    if family == "rsmma" and not DeviceLimits.of(0).gluon:
+        pytest.skip("no Gluon here")
+    variant = Variant.from_id({"splitk": "splitk.bm16.bn32.bk32.sk4.w4.s2",
+                               "rsmma": "rsmma.bm16.bn64.bk128.sk4.w4.s4"}[family])
+    K, N = 4096, 512
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    w = dequantize(packed, scales, 128).float()
+    inputs = [torch.randn(m, K, device="cuda").half() for m in (16, 9)]
+    outs = [api.matmul(a, packed, scales, variant) for a in inputs]  # eager first: compiled, spares made
+    spares = {t.data_ptr() for t in api._spare_locks[inputs[0].device]}
+    junk = [torch.full((4096,), 7, dtype=torch.int32, device="cuda") for _ in range(512)]
+    del junk
+    torch.cuda.empty_cache()  # memory a fresh graph pool may be given, holding 7s
+    capture, graphs = torch.cuda.Stream(), [torch.cuda.CUDAGraph() for _ in inputs]
+    for graph, a, out in zip(graphs, inputs, outs):
+        with torch.cuda.graph(graph, stream=capture):
+            api.matmul(a, packed, scales, variant, out=out)
+    assert api._split_k_locks[(inputs[0].device, capture.cuda_stream)].data_ptr() in spares
+    for i in (1, 0, 1):  # the later graph first
+        outs[i].fill_(float("nan"))
+        graphs[i].replay()
+        torch.cuda.synchronize()
+        assert relative_error(outs[i], inputs[i].float() @ w) < 2e-3, f"graph {i}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", ["splitk", "rsmma"])
 def test_split_k_launches_in_two_streams_at_once(family):
     """Split-K launches of one variant in two streams, queued behind a sleep so that the two queues run
     at the same time (few CTAs each): each split tile counts its arrivals in its stream's counters, so

@@ -241,6 +241,30 @@ def test_split_k_counters_are_per_stream():
     assert api._locks(device, 8) is api._locks(device, 8, stream=0)  # no CUDA stream on the CPU
 
 
+def test_a_stream_first_seen_in_a_graph_capture_gets_counters_zeroed_ahead(monkeypatch):
+    # in a capture a torch.zeros is only recorded into that graph: a later graph captured over the same
+    # counters, replayed first, would count in unwritten memory. So there a stream takes counters made and
+    # zeroed outside any capture, and the next counters made outside one refill the spares
+    from tunesearch.variants import api
+
+    device = torch.device("cpu")
+    monkeypatch.setattr(api, "_split_k_locks", {})
+    monkeypatch.setattr(api, "_spare_locks", {})
+    first = api._locks(device, 8, stream=1)  # made outside a capture: the spares with it
+    spares = list(api._spare_locks[device])
+    assert len(spares) == api.SPARE_LOCKS and not any(spare.any() for spare in spares)
+    monkeypatch.setattr(api, "_capturing", lambda device: True)
+    taken = [api._locks(device, 8, stream=s) for s in range(2, 2 + api.SPARE_LOCKS)]
+    assert [t.data_ptr() for t in taken] == [t.data_ptr() for t in spares] and api._spare_locks[device] == []
+    beyond = api._locks(device, 8, stream=99)  # none left: made in the capture, as before (recorded zeroing)
+    too_large = api._locks(device, api.LOCKS_SIZE + 1, stream=98)
+    assert beyond.data_ptr() not in {t.data_ptr() for t in spares} and too_large.numel() > api.LOCKS_SIZE
+    assert api._spare_locks[device] == []  # no refill inside a capture
+    monkeypatch.setattr(api, "_capturing", lambda device: False)
+    assert api._locks(device, 8, stream=1) is first  # a launch outside a capture: its counters, spares again
+    assert len(api._spare_locks[device]) == api.SPARE_LOCKS
+
+
 def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monkeypatch):
     """rsmma's CLUSTER=2 (NOTES.md row 89): the kernel compiled for one CTA, launched by its own C launcher
     with num_ctas = 2 in the packed metadata (Triton 3.6's launcher then sets the cluster dimension and

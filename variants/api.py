@@ -22,6 +22,14 @@ from .space import (CUBLAS_FAMILIES, GLUON_FAMILIES, DeviceLimits, Variant, cdiv
 # counts in it on every replay.
 _split_k_locks: dict[tuple[torch.device, int], torch.Tensor] = {}
 _outgrown_locks: list[torch.Tensor] = []
+# Zeroed counters made ahead, per device, for a stream first seen during a CUDA graph capture: there a
+# torch.zeros is only recorded into the graph being captured, so its memory stays unwritten until that
+# graph replays, and another graph captured later over the same counters (no zeroing of its own) would
+# count in whatever the memory held if replayed first (graphs per batch size, replayed in any order).
+# Refilled, and made ready, by the next launch outside a capture.
+SPARE_LOCKS = 4  # a capture stream and the side streams of a split call's launches
+LOCKS_SIZE = 4096  # counters a buffer holds at least
+_spare_locks: dict[torch.device, list[torch.Tensor]] = {}
 # SMs per device: dqmma's stream-K grid
 _sm_counts: dict[torch.device, int] = {}
 
@@ -33,14 +41,33 @@ def _locks(device: torch.device, count: int, stream: int | None = None, side=Non
     counters, so that its launches come after the zeroing."""
     if stream is None:
         stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    locks = _split_k_locks.get((device, stream))
+    locks, spares = _split_k_locks.get((device, stream)), _spare_locks.get(device)
+    if locks is not None and locks.numel() >= count and spares is not None and len(spares) >= SPARE_LOCKS:
+        return locks
+    capturing = _capturing(device)
     if locks is None or locks.numel() < count:
         if locks is not None:
             _outgrown_locks.append(locks)
-        with _on(side):
-            locks = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
+        locks, spares = None, _spare_locks.setdefault(device, [])
+        if capturing:  # zeroed ahead, outside the capture (SPARE_LOCKS), where one is large enough
+            fits = next((i for i, spare in enumerate(spares) if spare.numel() >= count), None)
+            locks = spares.pop(fits) if fits is not None else None
+        if locks is None:
+            with _on(side):
+                locks = torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32, device=device)
         _split_k_locks[(device, stream)] = locks
+    spares = _spare_locks.setdefault(device, [])
+    if not capturing and len(spares) < SPARE_LOCKS:  # those a capture took, made at the next launch outside one
+        spares += [torch.zeros(LOCKS_SIZE, dtype=torch.int32, device=device)
+                   for _ in range(SPARE_LOCKS - len(spares))]
+        if device.type == "cuda":  # written before any stream, or a graph captured on one, counts in them
+            torch.cuda.current_stream(device).synchronize()
     return locks
+
+
+def _capturing(device: torch.device) -> bool:
+    """A CUDA graph is being captured on the current stream of ``device``."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 class _on:
