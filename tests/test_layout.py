@@ -3,7 +3,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tunesearch.variants import dequantize, pack_linear, quantize_pack, unpack
+from tunesearch.variants import dequantize, layout, pack_linear, quantize_pack, unpack
 
 
 def pack_codes(codes: torch.Tensor) -> torch.Tensor:
@@ -22,6 +22,7 @@ def test_unpack_inverts_the_bit_layout(k8, n, seed):
     gen = torch.Generator().manual_seed(seed)
     codes = torch.randint(0, 16, (k8 * 8, n), generator=gen, dtype=torch.int32)
     assert torch.equal(unpack(pack_codes(codes)), codes)
+    assert torch.equal(layout.pack_codes(codes), pack_codes(codes))  # the library's packer, this one's bits
 
 
 def test_eighth_nibble_sets_the_sign_bit_and_is_masked():
@@ -145,6 +146,7 @@ def test_frag32_round_trips_and_dequantizes_as_the_base_layout(chunks, pairs, se
     assert check_packed(packed_f, scales, 32) == check_packed(packed, scales, 32) == (k, n)
     assert torch.equal(dequantize(packed_f, scales, 32), dequantize(packed, scales, 32))
     assert to_layout(packed, "base") is packed
+    assert torch.equal(layout.to_base(packed_f, scales), packed) and layout.to_base(packed, scales) is packed
 
 
 def test_frag32_refuses_what_it_cannot_hold():

@@ -107,3 +107,40 @@ def test_check_model_command(kernel_device):
     assert result["passed"] and result["top1_agreement"] == 1.0 and result["tokens"] == 8
     r = CliRunner().invoke(app, ["check-model", "--device", "cpu", "--kv-heads", "3"])
     assert r.exit_code == 2 and "--kv-heads 3 must be >= 1 and divide --heads 4" in r.output
+
+
+def _table_keeping(layout: str):
+    """A dispatcher whose table keeps 256x72 in ``layout`` (its one bucket: a dequant pick, which reads both)."""
+    from tunesearch.dispatch import Dispatcher
+    from tunesearch.export import SCHEMA
+    from tunesearch.variants import Variant
+
+    bucket = {"m_max": 64, "variant": Variant.from_id("dequant.bk32.bn64.w4").to_dict(), "us": 1.0}
+    shape = {"n": 72, "k": 256, "group_size": 128, "layout": layout, "buckets": [bucket]}
+    gpu = {"name": "test", "capability": "0.0", "versions": {}, "shapes": {"256x72": shape}}
+    return Dispatcher({"schema": SCHEMA, "gpus": {"test": gpu}}, group_size=128)
+
+
+def test_a_saved_layer_loads_into_a_fresh_one_in_whichever_layout_either_table_keeps():
+    from tunesearch.variants.layout import layout_of
+
+    torch.manual_seed(1)
+    linear = nn.Linear(256, 72, bias=False)
+    frag32, base = _table_keeping("frag32"), _table_keeping("base")
+    saved = W4A16Linear.from_linear(linear, 128, frag32)
+    assert layout_of(saved.packed, saved.scales) == "frag32"
+    weight = saved.dequantized_weight()
+    # a checkpoint saved with one GPU's table: into a fresh layer with none (kept as saved), with a table
+    # keeping base (converted), and back into frag32 from a base checkpoint
+    for mm, layout in ((None, "frag32"), (base, "base"), (frag32, "frag32")):
+        fresh = W4A16Linear(256, 72, bias=False, mm=mm)
+        fresh.load_state_dict(saved.state_dict())
+        assert layout_of(fresh.packed, fresh.scales) == layout and torch.equal(fresh.dequantized_weight(), weight)
+        saved = fresh
+    x = torch.randn(3, 256).half()
+    want = x.float() @ weight.t().float()
+    assert (saved(x).float() - want).abs().max() < 2e-3 * want.abs().max()
+    # a packed tensor of neither layout's shape is still refused, as a plain buffer would be
+    wrong = dict(saved.state_dict(), packed=torch.zeros(16, 72, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        W4A16Linear(256, 72, bias=False).load_state_dict(wrong)

@@ -29,7 +29,7 @@ import torch
 
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
 from tunesearch.variants.api import check_inputs, interpreting, make_launcher
-from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_layout
+from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_base, to_layout
 from tunesearch.variants.space import CUBLAS_FAMILIES, launch_waves, token_tiles
 
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
@@ -403,17 +403,14 @@ class Dispatcher:
         return shape.layout if shape is not None else "base"
 
     def prepare(self, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-        """``packed`` (base layout, as ``quantize_pack`` makes it) stored in the layout the table keeps this
-        shape in on its device: call once when the weights are loaded, then pass the result to ``mm``."""
+        """``packed`` (base layout, as ``quantize_pack`` makes it, or another: a checkpoint saved with another
+        GPU's table) stored in the layout the table keeps this shape in on its device: call once when the
+        weights are loaded, then pass the result to ``mm``."""
         K, N = check_packed(packed, scales, self.group_size)
-        have = layout_of(packed, scales)
         want = self.layout_for(N, K, packed.device)
-        if have == want:
+        if layout_of(packed, scales) == want:
             return packed
-        if have != "base":
-            raise DispatchError(f"packed weights of {K}x{N} are in layout {have}; prepare() stores base-layout "
-                                f"weights in the table's layout ({want})")
-        return to_layout(packed, want)
+        return to_layout(to_base(packed, scales), want)
 
     def resolve(self, M: int, N: int, K: int, device: torch.device, layout: str | None = None) -> Variant | None:
         """The variant for (M, N, K) on ``device`` with the weights in ``layout`` (None: the layout the table

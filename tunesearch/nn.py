@@ -23,6 +23,8 @@ class W4A16Linear(nn.Module):
     ``mm`` is a dispatcher from ``load_dispatch`` (None: dequantize-then-matmul). The packed
     weights and scales are buffers, so ``state_dict`` saves and loads them; ``from_linear`` stores the
     weights in the layout ``mm``'s table keeps this shape in (``packed`` is then [K/32, 4N], frag32).
+    A state dict loads whichever layout it was saved in, and is stored in ``mm``'s (a checkpoint quantized
+    once loads into a fresh layer, on any GPU's table).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, group_size: int = 128,
@@ -59,6 +61,20 @@ class W4A16Linear(nn.Module):
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # the buffer takes the saved layout's shape (either layout's, nothing else), then mm's layout
+        saved = state_dict.get(prefix + "packed")
+        if isinstance(saved, torch.Tensor) and saved.shape != self.packed.shape and saved.shape in self._layout_shapes():
+            self.packed = torch.empty(saved.shape, dtype=self.packed.dtype, device=self.packed.device)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if self.mm is not None and self.mm.group_size == self.group_size:
+            self.packed = self.mm.prepare(self.packed, self.scales)
+
+    def _layout_shapes(self) -> list[torch.Size]:
+        """``packed``'s shape in each layout (variants/layout.py): base [K/8, N], frag32 [K/32, 4N]."""
+        k, n = self.in_features, self.out_features
+        return [torch.Size((k // 8, n))] + ([torch.Size((k // 32, 4 * n))] if k % 32 == 0 and n % 2 == 0 else [])
 
     def dequantized_weight(self) -> torch.Tensor:
         """fp16 [N, K], as ``nn.Linear.weight`` would hold it."""

@@ -64,10 +64,15 @@ def quantize_pack(w: torch.Tensor, group_size: int = 128) -> tuple[torch.Tensor,
     # Quantize with the fp16-rounded scale the kernels will see; an all-zero group keeps q = 0.
     safe = torch.where(scale16 == 0, torch.ones_like(scale16), scale16).float()
     q = torch.clamp(torch.round(groups / safe[:, None, :]), -8, 7).to(torch.int64) + OFFSET
-    q = q.reshape(k // PACK, PACK, n)
+    return pack_codes(q.reshape(k, n)), scale16.contiguous()
+
+
+def pack_codes(codes: torch.Tensor) -> torch.Tensor:
+    """Stored codes (0..15) [K, N] -> base-layout packed int32 [K/8, N]: ``unpack``'s inverse."""
+    k, n = codes.shape
+    q = codes.to(torch.int64).reshape(k // PACK, PACK, n)
     packed64 = (q << _NIBBLE_SHIFTS.to(q.device, torch.int64)[None, :, None]).sum(dim=1)
-    packed = torch.where(packed64 >= 2**31, packed64 - 2**32, packed64).to(torch.int32)
-    return packed.contiguous(), scale16.contiguous()
+    return torch.where(packed64 >= 2**31, packed64 - 2**32, packed64).to(torch.int32).contiguous()
 
 
 def unpack(packed: torch.Tensor) -> torch.Tensor:
@@ -132,6 +137,12 @@ def to_layout(packed: torch.Tensor, layout: str) -> torch.Tensor:
     if layout not in LAYOUTS:
         raise ValueError(f"unknown weight layout {layout!r}; known: {', '.join(LAYOUTS)}")
     return packed if layout == "base" else pack_frag32(packed)
+
+
+def to_base(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """``packed`` in the base layout, whichever layout the pair is stored in (a checkpoint saved with
+    another GPU's table, whose layout differs)."""
+    return packed if layout_of(packed, scales) == "base" else pack_codes(unpack_frag32(packed))
 
 
 def codes_of(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
