@@ -13,7 +13,7 @@ set -uo pipefail
 : "${OUT:?}"
 python -m pytest -q -p no:warnings -m gpu tests/test_gpu_dispatch.py tests/test_gpu_kernels.py \
   -k "concurrent or auto_runs or overlap_pricing or any_order" > "$OUT/gpu_offline_checks.log" 2>&1
-python -m pytest -q -p no:warnings tests/test_kernels.py -k no_rows >> "$OUT/gpu_offline_checks.log" 2>&1
+python -m pytest -q -p no:warnings tests/test_kernels.py tests/test_nn.py -k "no_rows or without_a_table" >> "$OUT/gpu_offline_checks.log" 2>&1
 echo "GPU tests: $(grep -E '(passed|failed|error)' "$OUT/gpu_offline_checks.log" | tail -2 | tr '\n' ' ')"
 python benchmarks/experiments/side_by_side_eager.py "$OUT" > "$OUT/side_by_side_eager.log" 2>&1
 tail -4 "$OUT/side_by_side_eager.log"

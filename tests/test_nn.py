@@ -144,3 +144,17 @@ def test_a_saved_layer_loads_into_a_fresh_one_in_whichever_layout_either_table_k
     wrong = dict(saved.state_dict(), packed=torch.zeros(16, 72, dtype=torch.int32))
     with pytest.raises(RuntimeError, match="size mismatch"):
         W4A16Linear(256, 72, bias=False).load_state_dict(wrong)
+
+
+@pytest.mark.gpu
+def test_quantize_model_on_a_gpu_without_a_table_says_its_layers_run_the_reference(caplog):
+    from tunesearch import load_dispatch
+
+    model = nn.Sequential(nn.Linear(256, 64)).half().cuda()
+    with caplog.at_level(logging.WARNING, logger="tunesearch"):
+        quantize_model(model)
+    assert "without a dispatch table" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tunesearch"):
+        quantize_model(nn.Sequential(nn.Linear(256, 64)).half().cuda(), dispatch=load_dispatch())
+    assert "without a dispatch table" not in caplog.text

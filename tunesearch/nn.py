@@ -1,7 +1,7 @@
 """W4A16 layers for real models: ``W4A16Linear`` and ``quantize_model``.
 
-    model = quantize_model(model)            # every nn.Linear but lm_head, repacked once
-    y = model(input_ids)                     # calls the dispatch table's kernels
+    model = quantize_model(model, dispatch=load_dispatch())   # every nn.Linear but lm_head, repacked once
+    y = model(input_ids)                                      # calls the dispatch table's kernels
 """
 from __future__ import annotations
 
@@ -107,8 +107,10 @@ def _set(model: nn.Module, name: str, module: nn.Module):
 def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"), group_size: int = 128,
                    verify: bool = True) -> nn.Module:
     """Replace the model's ``nn.Linear`` layers (but ``skip`` patterns) by ``W4A16Linear`` in place,
-    repacking each once. With ``verify``, the first replaced layer is checked against
-    dequantize-then-matmul on random input, so a packing or kernel mismatch stops here."""
+    repacking each once. ``dispatch``: a dispatcher from ``load_dispatch``, whose kernels the layers call
+    (None: dequantize-then-matmul, the reference, slow on a GPU: a warning says so there). With ``verify``,
+    the first replaced layer is checked against dequantize-then-matmul on random input, so a packing or
+    kernel mismatch stops here."""
     replaced = []
     for name, linear in list(_replaceable(model, skip, group_size)):
         layer = W4A16Linear.from_linear(linear, group_size, dispatch)
@@ -116,6 +118,9 @@ def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"
         replaced.append((name, layer))
     if not replaced:
         raise ValueError(f"no nn.Linear layer to quantize (skip={skip}, group_size={group_size})")
+    if dispatch is None and replaced[0][1].packed.is_cuda:
+        log.warning("tunesearch: quantize_model without a dispatch table: the layers run dequantize-then-matmul "
+                    "on every call; pass dispatch=load_dispatch() for the tuned kernels")
     if verify:
         name, layer = replaced[0]
         x = torch.randn(3, layer.in_features, device=layer.packed.device).to(torch.float16)
