@@ -27,7 +27,9 @@ _outgrown_locks: list[torch.Tensor] = []
 # graph replays, and another graph captured later over the same counters (no zeroing of its own) would
 # count in whatever the memory held if replayed first (graphs per batch size, replayed in any order).
 # Refilled, and made ready, by the next launch outside a capture.
-SPARE_LOCKS = 4  # a capture stream and the side streams of a split call's launches
+# a capture stream and the side streams of split calls (dispatch._sides: 2 + 3 for plans of two and of
+# three launches), all first seen in one run of captures with no launch outside one between them: 16 KB each
+SPARE_LOCKS = 8
 LOCKS_SIZE = 4096  # counters a buffer holds at least
 _spare_locks: dict[torch.device, list[torch.Tensor]] = {}
 # SMs per device: dqmma's stream-K grid
