@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from tunesearch.variants import dequantize, pack_linear, reference_matmul
+from tunesearch.variants.layout import check_packed
 
 log = logging.getLogger("tunesearch")
 
@@ -63,18 +64,22 @@ class W4A16Linear(nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # the buffer takes the saved layout's shape (either layout's, nothing else), then mm's layout
-        saved = state_dict.get(prefix + "packed")
-        if isinstance(saved, torch.Tensor) and saved.shape != self.packed.shape and saved.shape in self._layout_shapes():
+        # the buffer takes the shape of the saved pair's layout where that pair is this layer's weights in
+        # some layout (layout.check_packed, the spec, says so), then mm's layout
+        saved, saved_scales = state_dict.get(prefix + "packed"), state_dict.get(prefix + "scales")
+        if isinstance(saved, torch.Tensor) and isinstance(saved_scales, torch.Tensor) \
+                and saved.shape != self.packed.shape and self._holds(saved, saved_scales):
             self.packed = torch.empty(saved.shape, dtype=self.packed.dtype, device=self.packed.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if self.mm is not None and self.mm.group_size == self.group_size:
             self.packed = self.mm.prepare(self.packed, self.scales)
 
-    def _layout_shapes(self) -> list[torch.Size]:
-        """``packed``'s shape in each layout (variants/layout.py): base [K/8, N], frag32 [K/32, 4N]."""
-        k, n = self.in_features, self.out_features
-        return [torch.Size((k // 8, n))] + ([torch.Size((k // 32, 4 * n))] if k % 32 == 0 and n % 2 == 0 else [])
+    def _holds(self, packed: torch.Tensor, scales: torch.Tensor) -> bool:
+        """Whether (packed, scales) are this layer's [K, N] weights, in any layout."""
+        try:
+            return check_packed(packed, scales, self.group_size) == (self.in_features, self.out_features)
+        except ValueError:
+            return False
 
     def dequantized_weight(self) -> torch.Tensor:
         """fp16 [N, K], as ``nn.Linear.weight`` would hold it."""

@@ -43,22 +43,21 @@ def _locks(device: torch.device, count: int, stream: int | None = None, side=Non
     counters, so that its launches come after the zeroing."""
     if stream is None:
         stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    locks, spares = _split_k_locks.get((device, stream)), _spare_locks.get(device)
-    if locks is not None and locks.numel() >= count and spares is not None and len(spares) >= SPARE_LOCKS:
+    locks, spares = _split_k_locks.get((device, stream)), _spare_locks.setdefault(device, [])
+    if locks is not None and locks.numel() >= count and len(spares) >= SPARE_LOCKS:
         return locks
     capturing = _capturing(device)
     if locks is None or locks.numel() < count:
         if locks is not None:
             _outgrown_locks.append(locks)
-        locks, spares = None, _spare_locks.setdefault(device, [])
-        if capturing:  # zeroed ahead, outside the capture (SPARE_LOCKS), where one is large enough
-            fits = next((i for i, spare in enumerate(spares) if spare.numel() >= count), None)
-            locks = spares.pop(fits) if fits is not None else None
-        if locks is None:
+        # in a capture, counters zeroed ahead, outside it (SPARE_LOCKS), where one is large enough
+        fits = next((i for i, spare in enumerate(spares) if spare.numel() >= count), None) if capturing else None
+        if fits is not None:
+            locks = spares.pop(fits)
+        else:
             with _on(side):
                 locks = torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32, device=device)
         _split_k_locks[(device, stream)] = locks
-    spares = _spare_locks.setdefault(device, [])
     if not capturing and len(spares) < SPARE_LOCKS:  # those a capture took, made at the next launch outside one
         spares += [torch.zeros(LOCKS_SIZE, dtype=torch.int32, device=device)
                    for _ in range(SPARE_LOCKS - len(spares))]
