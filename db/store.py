@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, event, inspect, select, text
+from sqlalchemy import create_engine, event, inspect, make_url, select, text
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -101,9 +101,28 @@ def gpu_row(fields: dict):
     return select(GPU).filter_by(**{name: fields[name] for name in GPU_IDENTITY})
 
 
+def missing_sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names, where it does not exist yet (None for other databases, memory)."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None  # Store reports the bad URL
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return None if os.path.exists(path) else path
+
+
 class Store:
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, *, create: bool = True):
+        """Open the store at ``url`` (``TUNESEARCH_DB``, else ./tunesearch.db), creating its schema if it has
+        none, or with ``create=False`` (the commands that only read) failing on a database that holds no
+        store, without making a file or tables there."""
         self.url = resolve_url(url)
+        if not create and missing_sqlite_file(self.url):
+            raise StoreError(f"no store at {self.url}: {missing_sqlite_file(self.url)} does not exist (run "
+                             "`tunesearch sweep` first, or name the store with --db or TUNESEARCH_DB)")
+        self.create = create
         try:
             kwargs = {}
             if self.url.startswith("sqlite"):
@@ -163,6 +182,9 @@ class Store:
             if not last:  # another worker between its first tables and ts_meta (created in name order)
                 raise _SchemaBeingCreated
             raise StoreError(f"database {self.url!r} has tunesearch tables but no schema version")
+        elif not self.create:
+            raise StoreError(f"no store in {self.url}: it holds no tunesearch tables (run `tunesearch sweep` "
+                             "first, or name the store with --db or TUNESEARCH_DB)")
         Base.metadata.create_all(self.engine)
         with self._session() as s:
             if s.get(Meta, "schema_version") is None:

@@ -155,6 +155,29 @@ def test_cli_dump_and_load(store, tmp_path):
     assert r.exit_code != 0 and "missing.jsonl" in r.output
 
 
+@pytest.mark.parametrize("command", [["export", "t.json"], ["show", "--plot", ""], ["dump", "t.jsonl"]])
+def test_commands_that_read_the_store_make_none(tmp_path, monkeypatch, command):
+    # a mistyped --db (or a run from the wrong folder) is an error naming the file, not an empty store
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, [*command, "--db", f"sqlite:///{tmp_path}/typo.db"], env={"COLUMNS": "300"})
+    assert r.exit_code != 0 and "typo.db does not exist" in r.output, r.output
+    r = CliRunner().invoke(app, command, env={"COLUMNS": "300", "TUNESEARCH_DB": ""})  # the default, ./tunesearch.db
+    assert r.exit_code != 0 and "tunesearch.db does not exist" in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_database_without_a_store_is_refused_by_readers_and_left_alone(tmp_path):
+    from sqlalchemy import create_engine, inspect, text
+
+    url = f"sqlite:///{tmp_path}/other.db"
+    with create_engine(url).begin() as conn:  # someone else's database
+        conn.execute(text("CREATE TABLE notes (x INTEGER)"))
+    with pytest.raises(StoreError, match="holds no tunesearch tables"):
+        Store(url, create=False)
+    assert inspect(create_engine(url)).get_table_names() == ["notes"]
+    assert Store(url).trials() == []  # a sweep's store is made there
+
+
 def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     # tunesearch/tables/h200.json is `export --current-code-only` of the store whose dump is committed
     # beside the bench (the Triton families' sweeps to _s12 and the layout sweep of _s31, loaded from their

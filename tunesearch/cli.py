@@ -40,11 +40,12 @@ def _sigterm_interrupts():
         signal.signal(signal.SIGTERM, former)
 
 
-def _open_store(db):
+def _open_store(db, create: bool = True):
+    """The store --db names; ``create=False`` for commands that only read it (no empty store made)."""
     from tunesearch.db import Store, StoreError
 
     try:
-        return Store(db)
+        return Store(db, create=create)
     except StoreError as exc:
         _fail(str(exc))
 
@@ -228,7 +229,7 @@ def show(
     from tunesearch.report import print_best, roofline_plot
     from tunesearch.sweep import is_current
 
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     best = store.best_trials(gpu)
     if not best:
         _fail(f"no successful trials in {store.url}" + (f" for {gpu!r}" if gpu else ""), 1)
@@ -258,7 +259,7 @@ def export(
     from tunesearch.export import export as do_export
     from tunesearch.export import stale_buckets, uncompared_layouts, unweighed_buckets
 
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     try:
         table = do_export(store, path, gpu=gpu, merge=merge, current_code_only=current_code_only)
     except (ValueError, DispatchError) as exc:
@@ -288,7 +289,7 @@ def dump(
     """Write the store's trials, each with its GPU, to a file that `tunesearch load` reads back."""
     from tunesearch.db.transfer import dump_trials
 
-    store = _open_store(db)
+    store = _open_store(db, create=False)
     try:
         count = dump_trials(store, path, gpu)
     except OSError as exc:
