@@ -120,7 +120,7 @@ def _families_line(name: str, off: list[str]) -> str:
 @app.command()
 def sweep(
     gpu: str = typer.Option("auto", help="auto (current device), a device index, or all"),
-    shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b) or KxN,KxN"),
+    shapes: str = typer.Option("llama-7b", help="a preset (llama-7b, llama-13b, llama3-8b, mistral-7b, llama-70b), a Llama-like model's config.json (or its folder) or KxN,KxN"),
     m: Optional[str] = typer.Option(None, "--m", help=(
         "M buckets, e.g. 1,4,16 (default: 1..4096, 30 buckets), or 'edges': each default bucket's smallest M "
         "alone (--edges sweeps them after the buckets)")),
@@ -326,7 +326,7 @@ def load(
 
 @app.command()
 def bench(
-    shapes: str = typer.Option("llama-7b", help="a preset or KxN,KxN"),
+    shapes: str = typer.Option("llama-7b", help="a preset, a model's config.json or KxN,KxN"),
     m: str = typer.Option("1,2,4,8,16,32,64,128,256,1024,4096", "--m", help="M values"),
     dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
     group_size: int = typer.Option(128, help="quantization group size"),

@@ -1,5 +1,9 @@
-"""Shape presets (K, N) per model, M buckets, and the parsing of --shapes / --m."""
+"""Shape presets (K, N) per model, shapes read from a model's config.json, M buckets, and the parsing of
+--shapes / --m."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, 192, 256, 320, 384, 448, 512, 640, 768,
                      896, 1024, 1280, 1536, 1792, 2048, 2560, 3072, 4096)
@@ -9,13 +13,15 @@ DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, 192, 256
 # the bucket below (4096x12288 M=1300 ran bucket 2048's pick at 221 us, 0.79x fp16; bucket 1280's, 192 us)
 
 
-def _llama(hidden: int, inter: int, kv: int) -> list[tuple[int, int]]:
-    """q/o, k/v (if grouped), gate/up, down, fused qkv, fused gate+up; as (K, N)."""
-    shapes = [(hidden, hidden)]
-    if kv != hidden:
+def _llama(hidden: int, inter: int, kv: int, q: int | None = None) -> list[tuple[int, int]]:
+    """q, o (if its K differs: heads x head_dim not the hidden size), k/v (if grouped), gate/up, down, fused
+    qkv, fused gate+up; as (K, N), each once."""
+    q = hidden if q is None else q
+    shapes = [(hidden, q), (q, hidden)]
+    if kv != q:
         shapes.append((hidden, kv))
-    shapes += [(hidden, inter), (inter, hidden), (hidden, hidden + 2 * kv), (hidden, 2 * inter)]
-    return shapes
+    shapes += [(hidden, inter), (inter, hidden), (hidden, q + 2 * kv), (hidden, 2 * inter)]
+    return list(dict.fromkeys(shapes))
 
 
 PRESETS: dict[str, list[tuple[int, int]]] = {
@@ -27,22 +33,57 @@ PRESETS: dict[str, list[tuple[int, int]]] = {
 }
 
 
+def config_shapes(path: str | Path) -> list[tuple[int, int]]:
+    """The linear layers' (K, N) of a Llama-like model from its Hugging Face ``config.json`` (or the folder
+    holding it): ``hidden_size``, ``intermediate_size``, ``num_attention_heads``, and where they differ from
+    the defaults ``num_key_value_heads`` (grouped k/v) and ``head_dim`` (heads x head_dim other than the
+    hidden size); a multimodal config's ``text_config``. Shapes as the presets give them, fused ones too."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"bad shape config {str(path)!r}: {exc}") from None
+    if isinstance(config, dict) and "hidden_size" not in config and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
+    need = ("hidden_size", "intermediate_size", "num_attention_heads")
+    missing = [key for key in need if not isinstance(config, dict) or not isinstance(config.get(key), int)]
+    if missing:
+        raise ValueError(f"bad shape config {str(path)!r}: no integer {', '.join(missing)} (a Llama-like "
+                         "model's config.json has them; give KxN pairs otherwise)")
+    hidden, heads = config["hidden_size"], config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or hidden // heads
+    if not all(isinstance(x, int) and x > 0 for x in (hidden, heads, kv_heads, head_dim)):
+        raise ValueError(f"bad shape config {str(path)!r}: sizes must be positive integers")
+    return _checked(_llama(hidden, config["intermediate_size"], kv_heads * head_dim, heads * head_dim),
+                    f"from {path}")
+
+
+def _checked(shapes: list[tuple[int, int]], where: str) -> list[tuple[int, int]]:
+    for k, n in shapes:
+        if k <= 0 or n <= 0 or k % 8:
+            raise ValueError(f"bad shape {k}x{n} {where}: K and N must be positive and K a multiple of 8")
+    return shapes
+
+
 def parse_shapes(spec: str) -> list[tuple[int, int]]:
-    """``llama-7b`` or ``4096x11008,11008x4096`` (K x N) -> [(K, N), ...]."""
+    """``llama-7b``, a model's ``config.json`` (or its folder: ``config_shapes``) or ``4096x11008,11008x4096``
+    (K x N) -> [(K, N), ...]."""
     spec = (spec or "").strip()
     if spec in PRESETS:
         return list(PRESETS[spec])
+    if spec and (spec.endswith(".json") or Path(spec).is_dir()):
+        return config_shapes(spec)
     shapes = []
     for item in spec.split(","):
         item = item.strip().lower()
         parts = item.split("x")
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise ValueError(f"bad shape {item!r}: expected a preset ({', '.join(PRESETS)}) "
-                             "or KxN pairs like 4096x11008")
-        k, n = (int(p) for p in parts)
-        if k <= 0 or n <= 0 or k % 8:
-            raise ValueError(f"bad shape {item!r}: K and N must be positive and K a multiple of 8")
-        shapes.append((k, n))
+            raise ValueError(f"bad shape {item!r}: expected a preset ({', '.join(PRESETS)}), a model's "
+                             "config.json or KxN pairs like 4096x11008")
+        shapes += _checked([(int(parts[0]), int(parts[1]))], "in --shapes")
     if not shapes:
         raise ValueError("no shapes given")
     return list(dict.fromkeys(shapes))
