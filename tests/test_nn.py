@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from tunesearch.nn import W4A16Linear, dequantized_reference, quantize_model
+from tunesearch.nn import W4A16Linear, dequantized_reference, layer_shapes, quantize_model
 from tunesearch.variants import dequantize
 
 transformers = pytest.importorskip("transformers")
@@ -44,6 +44,20 @@ def test_quantize_model_replaces_linears_but_skipped_ones():
     assert sum(k == "W4A16Linear" for k in kinds.values()) == 2 * 7
     with pytest.raises(ValueError, match="no nn.Linear"):
         quantize_model(nn.Sequential(nn.ReLU()))
+
+
+def test_layer_shapes_are_the_quantized_layers_and_the_configs_unfused_shapes(tmp_path):
+    from tunesearch.model_check import tiny_llama
+    from tunesearch.shapes import parse_shapes
+
+    model = tiny_llama()
+    assert layer_shapes(model) == []
+    quantize_model(model)
+    # q and o, k and v (grouped: 2 heads of 32), gate and up, down; lm_head stays fp16
+    assert layer_shapes(model) == [(128, 128), (128, 64), (128, 256), (256, 128)]
+    # what `sweep --shapes FOLDER` tunes: these, and fused gate+up (fused qkv, 128 + 2 x 64, is gate/up's shape)
+    model.config.to_json_file(tmp_path / "config.json")
+    assert parse_shapes(str(tmp_path)) == layer_shapes(model) + [(128, 512)]
 
 
 @pytest.fixture(scope="module")

@@ -140,6 +140,13 @@ def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"
     return model
 
 
+def layer_shapes(model: nn.Module) -> list[tuple[int, int]]:
+    """The (K, N) of the model's ``W4A16Linear`` layers, each once: what ``mm.warmup(layer_shapes(model),
+    max_m)`` compiles the table's kernels for before serving (else each compiles at its first call)."""
+    return list(dict.fromkeys((m.in_features, m.out_features) for m in model.modules()
+                              if isinstance(m, W4A16Linear)))
+
+
 def dequantized_reference(model: nn.Module, skip=("lm_head", "*.lm_head"), group_size: int = 128) -> nn.Module:
     """A copy of the float ``model`` whose replaceable linears hold dequantize(quantize_pack(W)):
     what a correct W4A16 model must compute, built from the specification alone."""
