@@ -151,6 +151,8 @@ def test_export_merge_keeps_other_shapes(tmp_path, table):
     assert set(shapes) == {"256x72", "128x40", "512x24"}
     with pytest.raises(ValueError, match="no successful trials"):
         export(Store(f"sqlite:///{tmp_path}/empty.db"), tmp_path / "e.json")
+    with pytest.raises(ValueError, match=f"for GPU 'H100' \\(it holds '{GPU}'\\)"):  # a typo's fix in sight
+        export(store, tmp_path / "e.json", gpu="H100")
 
 
 def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, kernel_device, monkeypatch):

@@ -232,7 +232,9 @@ def show(
     store = _open_store(db, create=False)
     best = store.best_trials(gpu)
     if not best:
-        _fail(f"no successful trials in {store.url}" + (f" for {gpu!r}" if gpu else ""), 1)
+        from tunesearch.export import for_gpu
+
+        _fail(f"no successful trials in {store.url}" + for_gpu(store, gpu), 1)
     for name in sorted({t.gpu_name for t in best}):
         rows = [t for t in best if t.gpu_name == name]
         print_best(rows, f"best per key on {name}", current=is_current)

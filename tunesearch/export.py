@@ -233,12 +233,19 @@ def write_atomic(path: str | os.PathLike, data: dict) -> None:
         raise
 
 
+def for_gpu(store: Store, gpu: str | None) -> str:
+    """`` for GPU 'X'`` and the GPUs the store holds trials of (a typo, or another machine's name), or ''."""
+    if not gpu:
+        return ""
+    names = sorted({t.gpu_name for t in store.best_trials()})
+    return f" for GPU {gpu!r}" + (f" (it holds {', '.join(map(repr, names))})" if names else "")
+
+
 def export(store: Store, path, gpu: str | None = None, merge: bool = False,
            current_code_only: bool = False) -> dict:
     table = build_table(store, gpu, current_code_only)
     if not table["gpus"]:
-        raise ValueError(f"the store {store.url} has no successful trials"
-                         + (f" for GPU {gpu!r}" if gpu else ""))
+        raise ValueError(f"the store {store.url} has no successful trials" + for_gpu(store, gpu))
     if merge and Path(path).exists():
         from .dispatch import read_table
 
