@@ -73,6 +73,23 @@ def test_dispatch_runs_and_matches_reference(table, kernel_device):
             assert (out.float() - ref).abs().max() / ref.abs().max() < 2e-3
 
 
+def test_the_activations_get_their_gradient_through_the_dequantized_weights(table, kernel_device):
+    if kernel_device != "cpu":
+        pytest.skip("the interpreter table's GPU name is not this GPU")
+    mm = load_dispatch(table, group_size=64)
+    packed, scales = quantize_pack(torch.randn(256, 72), 64)
+    w = dequantize(packed, scales, 64).float()
+    for call in (mm, mm.op):
+        a = torch.randn(3, 256).half().requires_grad_()
+        grad = torch.randn(3, 72).half()
+        call(a, packed, scales).backward(grad)
+        want = grad.float() @ w.t()  # dA = dC · Wᵀ
+        assert a.grad.dtype == torch.float16 and a.grad.shape == a.shape
+        assert (a.grad.float() - want).abs().max() / want.abs().max() < 2e-3
+        with torch.no_grad():  # inference records nothing
+            assert call(a, packed, scales).grad_fn is None
+
+
 def test_unknown_shape_uses_nearest_valid_or_heuristic_and_logs_once(table, kernel_device, caplog):
     if kernel_device != "cpu":
         pytest.skip("interpreter table")

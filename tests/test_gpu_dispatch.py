@@ -55,6 +55,23 @@ def test_dispatch_in_a_cuda_graph_and_torch_compile(mm):
 
 
 @pytest.mark.gpu
+def test_the_activations_gradient_on_the_gpu_also_compiled(mm):
+    K, N = 4096, 11008
+    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+    packed = mm.prepare(packed, scales)
+    w = dequantize(packed, scales, 128).float()
+    compiled = torch.compile(lambda x: mm.op(x, packed, scales), fullgraph=True)
+    for call in (mm, mm.op, compiled):
+        for M in (1, 16, 257):  # 257: a split plan's launches
+            a = (torch.randn(M, K, device="cuda") / 8).half().requires_grad_()
+            grad = torch.randn(M, N, device="cuda").half()
+            out = call(a, packed, scales)
+            assert torch.equal(out.detach(), mm(a.detach(), packed, scales))  # the kernels' bits forward
+            out.backward(grad)
+            assert relative_error(a.grad, grad.float() @ w.t()) < 2e-3, (call, M)
+
+
+@pytest.mark.gpu
 def test_m_just_past_a_bucket_runs_as_several_launches_with_the_bits_of_each(mm):
     # the packaged table: M=1025 on 4096x22016 as 768 + 2 + 255 (three launches, NOTES.md row 116; two, 2 +
     # 1023, before; 310 us whole once)

@@ -46,6 +46,25 @@ def test_quantize_model_replaces_linears_but_skipped_ones():
         quantize_model(nn.Sequential(nn.ReLU()))
 
 
+def test_an_adapter_before_a_quantized_layer_trains_as_with_the_reference(kernel_device):
+    # a trainable layer feeding a W4A16 one (an adapter on a quantized model) gets the gradient that
+    # dequantize-then-matmul gives it; before, the table's kernels cut autograd's graph and it got none
+    from tunesearch import load_dispatch
+
+    torch.manual_seed(0)
+    adapter, frozen = nn.Linear(128, 128).to(kernel_device), nn.Linear(128, 64).to(kernel_device)
+    x = torch.randn(5, 128, device=kernel_device)
+    grads = []
+    for mm in (None, load_dispatch()):
+        model = nn.Sequential(adapter, W4A16Linear.from_linear(frozen, 128, mm))
+        adapter.zero_grad()
+        model[1](model[0](x).half()).float().square().sum().backward()
+        grads.append(adapter.weight.grad.clone())
+    reference, tuned = grads
+    assert reference.abs().max() > 0
+    assert (tuned - reference).abs().max() < 5e-3 * reference.abs().max()
+
+
 def test_layer_shapes_are_the_quantized_layers_and_the_configs_unfused_shapes(tmp_path):
     from tunesearch.model_check import tiny_llama
     from tunesearch.shapes import parse_shapes

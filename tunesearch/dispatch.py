@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from tunesearch.variants import DeviceLimits, Variant, heuristic_variants, reference_matmul, variant_error
-from tunesearch.variants.api import check_inputs, interpreting, make_launcher
+from tunesearch.variants.api import check_inputs, input_grad, interpreting, make_launcher
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_base, to_layout
 from tunesearch.variants.space import CUBLAS_FAMILIES, launch_waves, token_tiles
 
@@ -512,6 +512,13 @@ class Dispatcher:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+        """C = a · W (W: packed and scales) by the table's kernels; with a gradient for ``a`` where autograd
+        records it (``input_grad``), as ``reference_matmul`` has through torch's ops."""
+        if a.requires_grad and torch.is_grad_enabled():
+            return _WithInputGrad.apply(a, packed, scales, self)
+        return self._call(a, packed, scales)
+
+    def _call(self, a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
         key = (a.shape, a.stride(), a.dtype, a.device, packed.shape, scales.shape)
         entry = self._cache.get(key)
         if entry is None:
@@ -600,6 +607,22 @@ class Dispatcher:
         return launches
 
 
+class _WithInputGrad(torch.autograd.Function):
+    """A dispatcher's call recorded by autograd: the kernels forward, ``input_grad`` backward (the weights,
+    packed integers, get none)."""
+
+    @staticmethod
+    def forward(ctx, a, packed, scales, mm):
+        ctx.save_for_backward(packed, scales)
+        ctx.group_size = mm.group_size
+        return mm._call(a, packed, scales)
+
+    @staticmethod
+    def backward(ctx, grad):
+        packed, scales = ctx.saved_tensors
+        return input_grad(grad, packed, scales, ctx.group_size), None, None, None
+
+
 _registry: dict[str, Dispatcher] = {}
 
 
@@ -609,11 +632,18 @@ def _register_op():
 
     @torch.library.custom_op("tunesearch::w4a16_mm", mutates_args=())
     def w4a16_mm(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, table: str) -> torch.Tensor:
-        return _registry[table](a, packed, scales)
+        return _registry[table]._call(a, packed, scales)
 
     @w4a16_mm.register_fake
     def _(a, packed, scales, table):
         return a.new_empty((a.shape[0], scales.shape[1]))
+
+    def setup_context(ctx, inputs, output):
+        _, packed, scales, table = inputs
+        ctx.save_for_backward(packed, scales)
+        ctx.group_size = _registry[table].group_size
+
+    w4a16_mm.register_autograd(_WithInputGrad.backward, setup_context=setup_context)  # saves as its forward
 
 
 def packaged_tables() -> dict:

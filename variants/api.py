@@ -591,3 +591,14 @@ def reference_matmul(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor
     if a.device.type == "cuda":
         return a @ w
     return (a.float() @ w.float()).to(torch.float16)
+
+
+def input_grad(grad_out: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
+               group_size: int = 128) -> torch.Tensor:
+    """dA = dC · Wᵀ for C = A · W with W frozen (packed integers have no gradient): what a matmul passes back
+    to its activations (adapters trained on a quantized model, gradients for attribution), through the
+    dequantized weights, made for the call (K × N fp16), in fp16 as ``reference_matmul`` computes."""
+    w = dequantize(packed, scales, group_size)
+    if grad_out.device.type == "cuda":
+        return grad_out.to(torch.float16) @ w.t()
+    return (grad_out.float() @ w.float().t()).to(torch.float16)
