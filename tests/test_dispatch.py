@@ -79,7 +79,9 @@ def test_the_activations_get_their_gradient_through_the_dequantized_weights(tabl
     mm = load_dispatch(table, group_size=64)
     packed, scales = quantize_pack(torch.randn(256, 72), 64)
     w = dequantize(packed, scales, 64).float()
-    for call in (mm, mm.op):
+    # aot_eager traces the backward with fake tensors, as torch.compile's default backend does
+    compiled = torch.compile(lambda a, packed, scales: mm.op(a, packed, scales), fullgraph=True, backend="aot_eager")
+    for call in (mm, mm.op, compiled):
         a = torch.randn(3, 256).half().requires_grad_()
         grad = torch.randn(3, 72).half()
         call(a, packed, scales).backward(grad)

@@ -638,12 +638,27 @@ def _register_op():
     def _(a, packed, scales, table):
         return a.new_empty((a.shape[0], scales.shape[1]))
 
+    # the backward as an op of its own, opaque to torch.compile's tracing as the forward is (the spec's
+    # dequantize reads module-level constant tensors, which its fake tensors refuse)
+    @torch.library.custom_op("tunesearch::w4a16_input_grad", mutates_args=())
+    def w4a16_input_grad(grad: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor,
+                         group_size: int) -> torch.Tensor:
+        return input_grad(grad, packed, scales, group_size)
+
+    @w4a16_input_grad.register_fake
+    def _(grad, packed, scales, group_size):
+        return grad.new_empty((grad.shape[0], scales.shape[0] * group_size), dtype=torch.float16)
+
     def setup_context(ctx, inputs, output):
         _, packed, scales, table = inputs
         ctx.save_for_backward(packed, scales)
         ctx.group_size = _registry[table].group_size
 
-    w4a16_mm.register_autograd(_WithInputGrad.backward, setup_context=setup_context)  # saves as its forward
+    def backward(ctx, grad):
+        packed, scales = ctx.saved_tensors
+        return torch.ops.tunesearch.w4a16_input_grad(grad, packed, scales, ctx.group_size), None, None, None
+
+    w4a16_mm.register_autograd(backward, setup_context=setup_context)
 
 
 def packaged_tables() -> dict:
