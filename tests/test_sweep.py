@@ -399,6 +399,8 @@ def test_a_sweep_of_the_buckets_smallest_m_gives_the_export_its_choice(tmp_path,
     ("bench", ["--dispatch", "missing.json"], "does not exist"),
     ("decode-bench", ["--batch", "0"], "bad --batch '0'"),
     ("decode-bench", ["--batch", "edges"], "bad --batch 'edges'"),
+    ("decode-bench", ["--heads", "32", "--kv-heads", "5"], "cannot share 5 k/v heads"),
+    ("decode-bench", ["--config", "missing/config.json"], "missing/config.json"),
 ])
 def test_bench_commands_report_a_bad_flag_before_a_missing_gpu(tmp_path, command, args, message):
     # a typo is what the user can fix first: reported on any machine, with or without a GPU

@@ -443,7 +443,11 @@ def decode_bench(
     hidden: int = typer.Option(4096, help="hidden size"),
     intermediate: int = typer.Option(11008, help="MLP size"),
     heads: int = typer.Option(32, help="attention heads"),
+    kv_heads: Optional[int] = typer.Option(None, help="k/v heads, grouped-query attention (default: --heads)"),
     vocab: int = typer.Option(32000, help="vocabulary"),
+    config: Optional[str] = typer.Option(None, help="a Llama-like model's config.json (or its folder): its sizes, "
+                                         "heads, k/v heads, head size and vocabulary instead of the flags above "
+                                         "(--layers still sets the blocks)"),
     batch: str = typer.Option("1,4,16", help="batch sizes"),
     tokens: int = typer.Option(64, help="tokens generated per run"),
     prompt: int = typer.Option(16, help="prompt length (prefill, not timed)"),
@@ -466,7 +470,13 @@ def decode_bench(
 
     try:
         batches = parse_counts(batch, "--batch")  # a typo is reported before the missing GPU
-        cfg = DecoderConfig(hidden, intermediate, heads, layers, vocab, max_len=prompt + tokens + 1)
+        if config:
+            from tunesearch.shapes import ModelSizes
+
+            cfg = DecoderConfig.of_model(ModelSizes.read(config), layers, prompt + tokens + 1, vocab)
+        else:
+            cfg = DecoderConfig(hidden, intermediate, heads, layers, vocab, max_len=prompt + tokens + 1,
+                                kv_heads=kv_heads)
         mm = load_dispatch(dispatch, group_size=group_size)
         require_cuda()
     except NoGPUError as exc:

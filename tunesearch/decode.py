@@ -3,7 +3,9 @@
 The model is a plain Llama decoder (RMSNorm, rotary attention over a static KV cache, SwiGLU MLP)
 built from ``nn.Linear`` layers, so ``quantize_model`` swaps the same modules it swaps in a Hugging
 Face model. Q, K, V and gate/up are fused, as serving stacks load them: a 7B block is then the
-llama-7b preset's four shapes (4096x12288, 4096x4096, 4096x22016, 11008x4096). It is written here rather than taken from ``transformers`` so that one decode step is
+llama-7b preset's four shapes (4096x12288, 4096x4096, 4096x22016, 11008x4096); with grouped k/v heads
+(``kv_heads``, Llama 3's 8) and a head size of its own (``head_size``), those of ``shapes.config_shapes``.
+It is written here rather than taken from ``transformers`` so that one decode step is
 graph-capturable on every transformers version: positions live in a device tensor and nothing in
 the step reads a value back to the host.
 """
@@ -26,10 +28,32 @@ class DecoderConfig:
     layers: int = 8
     vocab: int = 32000
     max_len: int = 512
+    kv_heads: int | None = None  # grouped-query attention: k/v heads each serving heads / kv_heads (None: heads)
+    head_size: int | None = None  # None: hidden / heads
+
+    def __post_init__(self):
+        if min(self.hidden, self.intermediate, self.heads, self.layers, self.vocab, self.max_len,
+               self.kv, self.head_dim) <= 0:
+            raise ValueError(f"decoder sizes must be positive: {self}")
+        if self.heads % self.kv:
+            raise ValueError(f"{self.heads} heads cannot share {self.kv} k/v heads evenly")
+        if self.head_dim % 2:
+            raise ValueError(f"the head size must be even (rotary halves), got {self.head_dim}")
+
+    @classmethod
+    def of_model(cls, sizes, layers: int, max_len: int, vocab: int = 32000) -> "DecoderConfig":
+        """``layers`` blocks of the model whose ``shapes.ModelSizes`` are ``sizes`` (its vocabulary, else
+        ``vocab``): its layers have the shapes ``sizes.shapes()`` gives the sweep."""
+        return cls(sizes.hidden, sizes.intermediate, sizes.heads, layers, sizes.vocab or vocab, max_len,
+                   kv_heads=sizes.kv_heads, head_size=sizes.head_dim)
+
+    @property
+    def kv(self) -> int:
+        return self.kv_heads or self.heads
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
 
 
 def _rope(x, cos, sin):
@@ -41,27 +65,29 @@ def _rope(x, cos, sin):
 class Block(nn.Module):
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
-        h, i = cfg.hidden, cfg.intermediate
+        h, i, q, kv = cfg.hidden, cfg.intermediate, cfg.heads * cfg.head_dim, cfg.kv * cfg.head_dim
         self.cfg = cfg
         self.attn_norm, self.mlp_norm = nn.RMSNorm(h, eps=1e-5), nn.RMSNorm(h, eps=1e-5)
-        self.qkv_proj, self.o_proj = nn.Linear(h, 3 * h, bias=False), nn.Linear(h, h, bias=False)
+        self.qkv_proj, self.o_proj = nn.Linear(h, q + 2 * kv, bias=False), nn.Linear(q, h, bias=False)
         self.gate_up_proj, self.down_proj = nn.Linear(h, 2 * i, bias=False), nn.Linear(i, h, bias=False)
         self.k_cache = self.v_cache = None
 
     def reset_cache(self, batch: int):
-        shape = (batch, self.cfg.heads, self.cfg.max_len, self.cfg.head_dim)
+        shape = (batch, self.cfg.kv, self.cfg.max_len, self.cfg.head_dim)
         dev = self.attn_norm.weight.device  # the projections may have been swapped for W4A16Linear
         self.k_cache = torch.zeros(shape, device=dev, dtype=torch.float16)
         self.v_cache = torch.zeros(shape, device=dev, dtype=torch.float16)
 
     def forward(self, x, pos, cos, sin, mask):
         B, T, _ = x.shape
-        H, D = self.cfg.heads, self.cfg.head_dim
-        q, k, v = self.qkv_proj(self.attn_norm(x)).view(B, T, 3, H, D).transpose(1, 3).unbind(2)
+        H, KV, D = self.cfg.heads, self.cfg.kv, self.cfg.head_dim
+        qkv = self.qkv_proj(self.attn_norm(x)).view(B, T, H + 2 * KV, D).transpose(1, 2)  # heads: q, k, v
+        q, k, v = qkv.split((H, KV, KV), dim=1)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
         self.k_cache.index_copy_(2, pos, k)
         self.v_cache.index_copy_(2, pos, v)
-        att = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+        grouped = {"enable_gqa": True} if KV != H else {}  # k/v head j serves q heads j·H/KV ..
+        att = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask, **grouped)
         x = x + self.o_proj(att.transpose(1, 2).reshape(B, T, H * D))
         gate, up = self.gate_up_proj(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.down_proj(F.silu(gate) * up)

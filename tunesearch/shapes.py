@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_M_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, 192, 256, 320, 384, 448, 512, 640, 768,
@@ -33,32 +34,53 @@ PRESETS: dict[str, list[tuple[int, int]]] = {
 }
 
 
+@dataclass(frozen=True)
+class ModelSizes:
+    """A Llama-like model's sizes, as its Hugging Face ``config.json`` gives them."""
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int | None
+    source: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> "ModelSizes":
+        """From ``config.json`` (or the folder holding it): ``hidden_size``, ``intermediate_size``,
+        ``num_attention_heads``, and where they differ from the defaults ``num_key_value_heads`` (grouped
+        k/v) and ``head_dim`` (heads x head_dim other than the hidden size); a multimodal config's
+        ``text_config``."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"bad model config {str(path)!r}: {exc}") from None
+        if isinstance(config, dict) and "hidden_size" not in config and isinstance(config.get("text_config"), dict):
+            config = config["text_config"]
+        need = ("hidden_size", "intermediate_size", "num_attention_heads")
+        missing = [key for key in need if not isinstance(config, dict) or not isinstance(config.get(key), int)]
+        if missing:
+            raise ValueError(f"bad model config {str(path)!r}: no integer {', '.join(missing)} (a Llama-like "
+                             "model's config.json has them; give KxN pairs otherwise)")
+        hidden, heads = config["hidden_size"], config["num_attention_heads"]
+        sizes = cls(hidden, config["intermediate_size"], heads, config.get("num_key_value_heads") or heads,
+                    config.get("head_dim") or hidden // max(heads, 1), config.get("vocab_size"), str(path))
+        if not all(isinstance(x, int) and x > 0 for x in (hidden, heads, sizes.kv_heads, sizes.head_dim)):
+            raise ValueError(f"bad model config {str(path)!r}: sizes must be positive integers")
+        return sizes
+
+    def shapes(self) -> list[tuple[int, int]]:
+        """The linear layers' (K, N), as the presets give them, fused ones too."""
+        return _checked(_llama(self.hidden, self.intermediate, self.kv_heads * self.head_dim,
+                               self.heads * self.head_dim), f"from {self.source}")
+
+
 def config_shapes(path: str | Path) -> list[tuple[int, int]]:
-    """The linear layers' (K, N) of a Llama-like model from its Hugging Face ``config.json`` (or the folder
-    holding it): ``hidden_size``, ``intermediate_size``, ``num_attention_heads``, and where they differ from
-    the defaults ``num_key_value_heads`` (grouped k/v) and ``head_dim`` (heads x head_dim other than the
-    hidden size); a multimodal config's ``text_config``. Shapes as the presets give them, fused ones too."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"bad shape config {str(path)!r}: {exc}") from None
-    if isinstance(config, dict) and "hidden_size" not in config and isinstance(config.get("text_config"), dict):
-        config = config["text_config"]
-    need = ("hidden_size", "intermediate_size", "num_attention_heads")
-    missing = [key for key in need if not isinstance(config, dict) or not isinstance(config.get(key), int)]
-    if missing:
-        raise ValueError(f"bad shape config {str(path)!r}: no integer {', '.join(missing)} (a Llama-like "
-                         "model's config.json has them; give KxN pairs otherwise)")
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads") or heads
-    head_dim = config.get("head_dim") or hidden // heads
-    if not all(isinstance(x, int) and x > 0 for x in (hidden, heads, kv_heads, head_dim)):
-        raise ValueError(f"bad shape config {str(path)!r}: sizes must be positive integers")
-    return _checked(_llama(hidden, config["intermediate_size"], kv_heads * head_dim, heads * head_dim),
-                    f"from {path}")
+    """The linear layers' (K, N) of a Llama-like model from its Hugging Face ``config.json`` (``ModelSizes``)."""
+    return ModelSizes.read(path).shapes()
 
 
 def _checked(shapes: list[tuple[int, int]], where: str) -> list[tuple[int, int]]:
