@@ -90,3 +90,12 @@ def test_a_decoder_of_a_models_config_runs_the_shapes_the_sweep_tunes_for_it(tmp
     # fused qkv (128 -> 256 + 2 x 128), o (256 -> 128), fused gate+up, down: each among the sweep's shapes
     assert layer_shapes(model) == [(128, 512), (256, 128), (128, 768), (384, 128)]
     assert set(layer_shapes(model)) <= set(sizes.shapes())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", [CFG, GROUPED], ids=["mha", "grouped"])
+def test_a_captured_step_decodes_what_eager_steps_decode_on_the_gpu(cfg):
+    model = random_decoder(cfg, device="cuda", seed=6)
+    prompt = torch.randint(0, cfg.vocab, (2, 5), generator=torch.Generator().manual_seed(2)).cuda()
+    eager = GreedyDecoder(model, prompt, new_tokens=6, graph=False).decode()
+    assert torch.equal(GreedyDecoder(model, prompt, new_tokens=6, graph=True).decode(), eager)
