@@ -28,6 +28,8 @@ def test_w4a16_linear_matches_its_dequantized_weights_and_saves():
     assert layer(x[:, :0]).shape == (2, 0, 40)  # no tokens, as nn.Linear
     with pytest.raises(ValueError, match="features"):
         layer(torch.randn(2, 100).half())
+    with pytest.raises(ValueError, match="float16 input, got torch.bfloat16.*model.half"):
+        layer(x.bfloat16())
     with pytest.raises(ValueError, match="multiple"):
         W4A16Linear(100, 8, group_size=128)
 

@@ -54,6 +54,9 @@ class W4A16Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features:
             raise ValueError(f"input has {x.shape[-1]} features, this layer takes {self.in_features}")
+        if x.dtype is not torch.float16:  # W4A16: the kernels take fp16 activations only
+            raise ValueError(f"W4A16Linear takes float16 input, got {x.dtype}: run the model in float16 "
+                             "(model.half()), as quantize_model's docs say")
         x2 = x.reshape(-1, self.in_features)
         if self.mm is not None and self.mm.group_size == self.group_size:
             y = self.mm(x2, self.packed, self.scales)
@@ -112,7 +115,8 @@ def _set(model: nn.Module, name: str, module: nn.Module):
 def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"), group_size: int = 128,
                    verify: bool = True) -> nn.Module:
     """Replace the model's ``nn.Linear`` layers (but ``skip`` patterns) by ``W4A16Linear`` in place,
-    repacking each once. ``dispatch``: a dispatcher from ``load_dispatch``, whose kernels the layers call
+    repacking each once. The model must then run in float16 (``model.half()``): the layers take fp16
+    activations. ``dispatch``: a dispatcher from ``load_dispatch``, whose kernels the layers call
     (None: dequantize-then-matmul, the reference, slow on a GPU: a warning says so there). With ``verify``,
     the first replaced layer is checked against dequantize-then-matmul on random input, so a packing or
     kernel mismatch stops here."""
