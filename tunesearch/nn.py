@@ -131,16 +131,79 @@ def quantize_model(model: nn.Module, dispatch=None, skip=("lm_head", "*.lm_head"
         log.warning("tunesearch: quantize_model without a dispatch table: the layers run dequantize-then-matmul "
                     "on every call; pass dispatch=load_dispatch() for the tuned kernels")
     if verify:
-        name, layer = replaced[0]
-        x = torch.randn(3, layer.in_features, device=layer.packed.device).to(torch.float16)
-        got = layer(x).float()
-        want = x.float() @ dequantize(layer.packed, layer.scales, group_size).float()
-        if layer.bias is not None:
-            want = want + layer.bias.float()
-        err = ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
-        if not err < 2e-3:
-            raise RuntimeError(f"{name}: W4A16 output differs from dequantize-then-matmul (rel. err {err:.3g})")
+        _verify(*replaced[0])
     log.info("tunesearch: %d linear layers quantized to W4A16 (group %d)", len(replaced), group_size)
+    return model
+
+
+def _verify(name: str, layer: W4A16Linear):
+    """Stop at a packing or kernel mismatch: ``layer`` against dequantize-then-matmul on random input."""
+    x = torch.randn(3, layer.in_features, device=layer.packed.device).to(torch.float16)
+    got = layer(x).float()
+    want = x.float() @ dequantize(layer.packed, layer.scales, layer.group_size).float()
+    if layer.bias is not None:
+        want = want + layer.bias.float()
+    err = ((got - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
+    if not err < 2e-3:
+        raise RuntimeError(f"{name}: W4A16 output differs from dequantize-then-matmul (rel. err {err:.3g})")
+
+
+GPTQ_KEYS = ("qweight", "qzeros", "scales", "g_idx", "bias")
+
+
+def load_gptq(model: nn.Module, state_dict: dict, dispatch=None, checkpoint_format: str = "gptq",
+              verify: bool = True) -> nn.Module:
+    """Load a 4-bit GPTQ checkpoint's ``state_dict`` into ``model`` (its architecture in float16, e.g. built
+    from the checkpoint's config), in place: each ``nn.Linear`` the checkpoint holds as ``qweight``,
+    ``qzeros``, ``scales`` (and ``g_idx``, ``bias``) becomes a ``W4A16Linear`` calling ``dispatch``'s
+    kernels on those weights as stored (``variants.gptq.from_gptq``: symmetric checkpoints, in group
+    order), every other tensor loads as it is. A key the model lacks, or a tensor of its left unloaded,
+    is an error naming it."""
+    from tunesearch.variants.gptq import from_gptq
+
+    rest, replaced = dict(state_dict), []
+    for name, module in list(model.named_modules()):
+        prefix = f"{name}."
+        if prefix + "qweight" not in state_dict:
+            continue
+        if not isinstance(module, nn.Linear):
+            raise ValueError(f"{name}: the checkpoint holds GPTQ weights for it, the model a {type(module).__name__}")
+        tensors = {key: rest.pop(prefix + key, None) for key in GPTQ_KEYS}
+        try:
+            packed, scales = from_gptq(tensors["qweight"], tensors["qzeros"], tensors["scales"], tensors["g_idx"],
+                                       checkpoint_format=checkpoint_format)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        K, N = packed.shape[0] * 8, packed.shape[1]
+        if (K, N) != (module.in_features, module.out_features):
+            raise ValueError(f"{name}: the checkpoint's weights are {K}x{N} (in x out), the model's layer "
+                             f"{module.in_features}x{module.out_features}")
+        if (tensors["bias"] is None) != (module.bias is None):
+            raise ValueError(f"{name}: the checkpoint {'lacks' if tensors['bias'] is None else 'has'} a bias "
+                             "the model's layer " + ("has" if tensors["bias"] is None else "lacks"))
+        device = module.weight.device
+        layer = W4A16Linear(K, N, module.bias is not None, K // scales.shape[0], dispatch, device=device)
+        layer.load_state_dict({"packed": packed.to(device), "scales": scales.to(device)}
+                              | ({"bias": tensors["bias"].to(device, torch.float16)} if module.bias is not None
+                                 else {}))
+        _set(model, name, layer)
+        replaced.append((name, layer))
+    if not replaced:
+        raise ValueError("the state dict holds no GPTQ layer (no '<name>.qweight' for a module of the model)")
+    result = model.load_state_dict(rest, strict=False)
+    quantized = {name for name, _ in replaced}  # their buffers were filled above
+    held = model.state_dict(keep_vars=True)
+    loaded = {id(held[key]) for key in rest if key in held}  # a tied tensor (lm_head's) loads with its twin
+    missing = [key for key in result.missing_keys
+               if key.rpartition(".")[0] not in quantized and id(held[key]) not in loaded]
+    if result.unexpected_keys or missing:
+        raise ValueError("the checkpoint does not fit the model: "
+                         + "; ".join(f"{what} {', '.join(keys[:5])}" + (" ..." if len(keys) > 5 else "")
+                                     for what, keys in (("keys the model lacks:", result.unexpected_keys),
+                                                        ("tensors it leaves unloaded:", missing)) if keys))
+    if verify:
+        _verify(*replaced[0])
+    log.info("tunesearch: %d GPTQ layers loaded as W4A16", len(replaced))
     return model
 
 
