@@ -6,7 +6,7 @@
 #      on a new stream replayed in any order (test_gpu_kernels.py, the split-K counters zeroed ahead), and
 #      M=0 on the GPU (test_kernels.py); and `_s63`'s: the activations' gradient (eager, op, compiled; a split
 #      plan), an adapter trained through a W4A16 layer (test_nn.py) and grouped-query decoding captured in a
-#      graph (test_decode.py);
+#      graph (test_decode.py), a GPTQ checkpoint loaded and run on the kernels (test_gptq.py);
 #   2. side_by_side_eager.py: host and eager-wall us a call, side by side / lean / serial / auto;
 #   3. the OVERLAP_PRICE A/B (device_dispatch_ab.sh, A=1.06 B=None) at the M the offline count predicts
 #      5%+ faster; HELD_OUT=1 runs the held-out M instead.
@@ -15,7 +15,7 @@ set -uo pipefail
 : "${OUT:?}"
 python -m pytest -q -p no:warnings -m gpu tests/test_gpu_dispatch.py tests/test_gpu_kernels.py \
   -k "concurrent or auto_runs or overlap_pricing or any_order or gradient" > "$OUT/gpu_offline_checks.log" 2>&1
-python -m pytest -q -p no:warnings tests/test_kernels.py tests/test_nn.py tests/test_decode.py -k "no_rows or without_a_table or adapter or captured_step" >> "$OUT/gpu_offline_checks.log" 2>&1
+python -m pytest -q -p no:warnings tests/test_kernels.py tests/test_nn.py tests/test_decode.py tests/test_gptq.py -k "no_rows or without_a_table or adapter or captured_step or gptq" >> "$OUT/gpu_offline_checks.log" 2>&1
 echo "GPU tests: $(grep -E '(passed|failed|error)' "$OUT/gpu_offline_checks.log" | tail -2 | tr '\n' ' ')"
 python benchmarks/experiments/side_by_side_eager.py "$OUT" > "$OUT/side_by_side_eager.log" 2>&1
 tail -4 "$OUT/side_by_side_eager.log"
