@@ -162,10 +162,9 @@ def load_gptq(model: nn.Module, state_dict: dict, dispatch=None, checkpoint_form
     from tunesearch.variants.gptq import from_gptq
 
     rest, replaced = dict(state_dict), []
-    for name, module in list(model.named_modules()):
-        prefix = f"{name}."
-        if prefix + "qweight" not in state_dict:
-            continue
+    names = [name for name, _ in model.named_modules() if f"{name}.qweight" in state_dict]
+    for name in names:  # by name, so that each fp16 layer is freed once swapped
+        prefix, module = f"{name}.", model.get_submodule(name)
         if not isinstance(module, nn.Linear):
             raise ValueError(f"{name}: the checkpoint holds GPTQ weights for it, the model a {type(module).__name__}")
         tensors = {key: rest.pop(prefix + key, None) for key in GPTQ_KEYS}
