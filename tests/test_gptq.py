@@ -103,11 +103,12 @@ def gptq_state_dict(model, skip=("lm_head",)):
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and name not in skip:
             packed, scales = quantize_pack(module.weight.detach().t().float(), 128)
-            codes = unpack(packed).numpy()
-            qweight, qzeros = gptq_pack(codes, np.full(scales.shape, 8))
+            qweight, qzeros = gptq_pack(unpack(packed).cpu().numpy(), np.full(scales.shape, 8))
             del state[f"{name}.weight"]
-            state |= {f"{name}.qweight": qweight, f"{name}.qzeros": qzeros, f"{name}.scales": scales,
-                      f"{name}.g_idx": torch.arange(packed.shape[0] * 8, dtype=torch.int32) // 128}
+            device = packed.device
+            state |= {f"{name}.qweight": qweight.to(device), f"{name}.qzeros": qzeros.to(device),
+                      f"{name}.scales": scales,
+                      f"{name}.g_idx": torch.arange(packed.shape[0] * 8, dtype=torch.int32, device=device) // 128}
     return state
 
 
