@@ -197,3 +197,14 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     for t in (table, rebuilt):
         t.pop("created")
     assert rebuilt == table
+
+
+def test_show_written_to_a_pipe_keeps_whole_variant_ids(store, tmp_path, monkeypatch):
+    # not a terminal: rich would fit the table to 80 columns, cutting the shape, M and times short ("409…")
+    long_id = "rsmma.bm256.bn128.bk64.sk1.w8.s3.c2.skew4.cl2"
+    store.add_trial(trial(store.find_gpu("gpu-a").id, "gpu-a", 64, long_id, 30.0, layout="frag32"))
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["show", "--db", store.url, "--plot", ""], env={"COLUMNS": None})
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.output.splitlines() if long_id in line)
+    assert "256x64" in row and "30.00" in row and " 64 " in row, r.output

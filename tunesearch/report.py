@@ -1,6 +1,8 @@
 """Tables and plots of stored results."""
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 from rich.table import Table
 
@@ -22,7 +24,9 @@ def best_table(trials, title: str, current=None) -> Table:
 
 
 def print_best(trials, title: str, console: Console | None = None, current=None):
-    (console or Console()).print(best_table(trials, title, current))
+    # written to a file or a pipe, rich would fit the table to 80 columns and cut the variant ids short
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    console.print(best_table(trials, title, current))
 
 
 def roofline_plot(trials, copy_bandwidth: float, fp16: dict, path: str, title: str) -> str:
