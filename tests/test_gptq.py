@@ -150,3 +150,17 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_named():
                          layer + "g_idx": torch.arange(512, dtype=torch.int32) // 128}
     with pytest.raises(ValueError, match="down_proj: .* 512x256 .* 256x128"):
         load_gptq(tiny_llama(), wide, verify=False)
+
+
+def test_a_group_size_the_dispatcher_was_not_loaded_for_is_named(caplog):
+    import logging
+
+    from tunesearch import load_dispatch
+
+    layer = nn.Sequential(nn.Linear(256, 48, bias=False).half())
+    qweight, qzeros, scales = symmetric_layer(K=256, N=48, G=64)
+    checkpoint = {"0.qweight": qweight, "0.qzeros": qzeros, "0.scales": scales}
+    with caplog.at_level(logging.WARNING, logger="tunesearch"):
+        load_gptq(layer, checkpoint, load_dispatch(), verify=False)
+    assert "group size is 64, the dispatcher's 128" in caplog.text
+    assert layer[0].group_size == 64
