@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .layout import OFFSET, PACK, check_packed
+from .layout import OFFSET, PACK, check_packed, unpack
 
 FORMATS = {"gptq": 1, "gptq_v2": 0}  # what a stored zero point lacks
 
@@ -28,9 +28,8 @@ def zero_points(qzeros: torch.Tensor, checkpoint_format: str = "gptq") -> torch.
     """The zero points [K/G, N] that ``qzeros`` [K/G, N/8] holds (int32)."""
     if checkpoint_format not in FORMATS:
         raise ValueError(f"checkpoint_format must be one of {', '.join(FORMATS)}, got {checkpoint_format!r}")
-    shifts = torch.arange(PACK, dtype=torch.int32, device=qzeros.device) * 4
-    nibbles = (qzeros.to(torch.int32)[:, :, None] >> shifts) & 0xF  # [K/G, N/8, 8]: column 8j + i
-    return nibbles.reshape(qzeros.shape[0], -1) + FORMATS[checkpoint_format]
+    # eight nibbles a word along N, as the base layout packs them along K: the spec's unpack, transposed
+    return unpack(qzeros.t()).t() + FORMATS[checkpoint_format]
 
 
 def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, g_idx: torch.Tensor | None = None,
