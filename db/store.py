@@ -119,8 +119,9 @@ class Store:
         none, or with ``create=False`` (the commands that only read) failing on a database that holds no
         store, without making a file or tables there."""
         self.url = resolve_url(url)
-        if not create and missing_sqlite_file(self.url):
-            raise StoreError(f"no store at {self.url}: {missing_sqlite_file(self.url)} does not exist (run "
+        missing = None if create else missing_sqlite_file(self.url)
+        if missing:
+            raise StoreError(f"no store at {self.url}: {missing} does not exist (run "
                              "`tunesearch sweep` first, or name the store with --db or TUNESEARCH_DB)")
         self.create = create
         try:
