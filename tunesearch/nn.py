@@ -189,8 +189,8 @@ def load_gptq(model: nn.Module, state_dict: dict, dispatch=None, checkpoint_form
         replaced.append((name, layer))
     if not replaced:
         raise ValueError("the state dict holds no GPTQ layer (no '<name>.qweight' for a module of the model)")
-    other = sorted({layer.group_size for _, layer in replaced} - {getattr(dispatch, "group_size", None)})
-    if dispatch is not None and other:  # such layers would run dequantize-then-matmul, the reference
+    other = [] if dispatch is None else sorted({layer.group_size for _, layer in replaced} - {dispatch.group_size})
+    if other:  # such layers would run dequantize-then-matmul, the reference
         log.warning("tunesearch: the checkpoint's group size is %s, the dispatcher's %d: those layers run "
                     "dequantize-then-matmul (load_dispatch(group_size=...) for their kernels)",
                     ", ".join(map(str, other)), dispatch.group_size)
