@@ -181,6 +181,25 @@ def test_a_saved_layer_loads_into_a_fresh_one_in_whichever_layout_either_table_k
         W4A16Linear(256, 72, bias=False).load_state_dict(wrong)
 
 
+def test_a_layer_of_another_group_size_than_the_table_keeps_base_and_runs_the_reference():
+    from tunesearch.variants.layout import layout_of
+
+    torch.manual_seed(2)
+    linear = nn.Linear(256, 72, bias=False)
+    frag32 = _table_keeping("frag32")  # group size 128
+    layer = W4A16Linear.from_linear(linear, 64, frag32)
+    assert layout_of(layer.packed, layer.scales) == "base" and layer.scales.shape == (4, 72)
+    layer.mm = None  # the same layer run by the reference alone: the dispatcher must not have been called
+    x = torch.randn(3, 256).half()
+    want = layer(x)
+    layer.mm = frag32
+    frag32._call = None  # any call into the dispatcher would now raise
+    assert torch.equal(layer(x), want)
+    fresh = W4A16Linear(256, 72, bias=False, group_size=64, mm=frag32)
+    fresh.load_state_dict(layer.state_dict())
+    assert layout_of(fresh.packed, fresh.scales) == "base" and torch.equal(fresh(x), want)
+
+
 @pytest.mark.gpu
 def test_quantize_model_on_a_gpu_without_a_table_says_its_layers_run_the_reference(caplog):
     from tunesearch import load_dispatch

@@ -46,7 +46,7 @@ class W4A16Linear(nn.Module):
                     device=linear.weight.device)
         packed, scales = pack_linear(linear, group_size)
         layer.scales.copy_(scales)
-        layer.packed = mm.prepare(packed, scales) if mm is not None and mm.group_size == group_size else packed
+        layer.packed = mm.prepare(packed, scales) if layer._dispatched() else packed
         if linear.bias is not None:
             layer.bias.copy_(linear.bias.detach().to(torch.float16))
         return layer
@@ -58,7 +58,7 @@ class W4A16Linear(nn.Module):
             raise ValueError(f"W4A16Linear takes float16 input, got {x.dtype}: run the model in float16 "
                              "(model.half()), as quantize_model's docs say")
         x2 = x.reshape(-1, self.in_features)
-        if self.mm is not None and self.mm.group_size == self.group_size:
+        if self._dispatched():
             y = self.mm(x2, self.packed, self.scales)
         else:
             y = reference_matmul(x2, self.packed, self.scales, self.group_size)
@@ -74,8 +74,13 @@ class W4A16Linear(nn.Module):
                 and saved.shape != self.packed.shape and self._holds(saved, saved_scales):
             self.packed = torch.empty(saved.shape, dtype=self.packed.dtype, device=self.packed.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        if self.mm is not None and self.mm.group_size == self.group_size:
+        if self._dispatched():
             self.packed = self.mm.prepare(self.packed, self.scales)
+
+    def _dispatched(self) -> bool:
+        """Whether ``mm`` runs this layer: a dispatcher whose table is of this layer's group size (any other
+        layer runs the reference, dequantize-then-matmul)."""
+        return self.mm is not None and self.mm.group_size == self.group_size
 
     def _holds(self, packed: torch.Tensor, scales: torch.Tensor) -> bool:
         """Whether (packed, scales) are this layer's [K, N] weights, in any layout."""
