@@ -60,7 +60,7 @@ def test_the_activations_gradient_on_the_gpu_also_compiled(mm):
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     packed = mm.prepare(packed, scales)
     w = dequantize(packed, scales, 128).float()
-    compiled = torch.compile(lambda x: mm.op(x, packed, scales), fullgraph=True)
+    compiled = torch.compile(lambda x, packed, scales: mm.op(x, packed, scales), fullgraph=True)
     for call in (mm, mm.op, compiled):
         for M in (1, 16, 257):  # 257: a split plan's launches
             a = (torch.randn(M, K, device="cuda") / 8).half().requires_grad_()
