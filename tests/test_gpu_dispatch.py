@@ -92,14 +92,12 @@ def test_m_just_past_a_bucket_runs_as_several_launches_with_the_bits_of_each(mm)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lean", [False, True])
 @pytest.mark.parametrize("K,N,M", [(4096, 22016, 1025), (4096, 4096, 1100), (4096, 12288, 257)])
-def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm, monkeypatch, K, N, M, lean):
+def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm, monkeypatch, K, N, M):
     from tunesearch import dispatch
 
     if len(mm.plan(M, N, K, torch.device("cuda"))) < 2:
         pytest.skip(f"this table runs M={M} on {K}x{N} as one launch")
-    monkeypatch.setattr(dispatch, "LEAN_SIDE_BY_SIDE", lean)  # the last launch on the caller's stream
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     packed = mm.prepare(packed, scales)
     a = torch.randn(M, K, device="cuda").half()

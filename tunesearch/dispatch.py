@@ -64,10 +64,6 @@ EAGER_SIDE_BY_SIDE_US = 100.0
 # largest one's idle SMs with no slack at this many times the largest launch's time, rather than their sum
 # (benchmarks/experiments/overlap_pricing.py; NOTES.md, the session plan written in `_s61`)
 OVERLAP_PRICE = None
-# an A/B setting, off: side by side with fewer host calls (the eager cost above): the launch of fewest rows
-# on the caller's stream itself and the others given their side stream as an argument, not made current,
-# so that a call of two launches makes 5 stream and event calls instead of 12 (``_run_side_by_side``)
-LEAN_SIDE_BY_SIDE = False
 _side_streams: dict[tuple, tuple] = {}
 
 
@@ -90,8 +86,6 @@ def _run_side_by_side(spans, a, packed, scales, out):
     written its rows. Events and streams are set directly: ``torch.cuda.stream``'s context and
     ``wait_stream`` look the device up each time (166-170 us of host time a call on the H200's host,
     against 46-103 so, NOTES.md row 121)."""
-    if LEAN_SIDE_BY_SIDE:
-        return _run_side_by_side_lean(spans, a, packed, scales, out)
     main = torch.cuda.current_stream(a.device)
     fork, streams, joins = _sides(main, len(spans))
     fork.record(main)
@@ -103,26 +97,6 @@ def _run_side_by_side(spans, a, packed, scales, out):
             join.record(stream)
     finally:
         torch.cuda.set_stream(main)
-    for join in joins:
-        main.wait_event(join)
-    return out
-
-
-def _run_side_by_side_lean(spans, a, packed, scales, out):
-    """``_run_side_by_side`` with the last launch of ``spans`` (the fewest rows) on the caller's stream and
-    the others on side streams passed to their launchers. Their split workspaces come from the caller's
-    stream's memory, so they are held (``keep``) until that stream has waited for the side streams: freed
-    before, the memory could go to the caller's next work while a side launch still writes it."""
-    main = torch.cuda.current_stream(a.device)
-    *sides, (start, stop, last) = spans
-    fork, streams, joins = _sides(main, len(sides))
-    fork.record(main)
-    keep = []
-    for stream, join, (lo, hi, part) in zip(streams, joins, sides):
-        stream.wait_event(fork)
-        part(a[lo:hi], packed, scales, out[lo:hi], stream, keep)
-        join.record(stream)
-    last(a[start:stop], packed, scales, out[start:stop])
     for join in joins:
         main.wait_event(join)
     return out

@@ -36,11 +36,9 @@ _spare_locks: dict[torch.device, list[torch.Tensor]] = {}
 _sm_counts: dict[torch.device, int] = {}
 
 
-def _locks(device: torch.device, count: int, stream: int | None = None, side=None) -> torch.Tensor:
+def _locks(device: torch.device, count: int, stream: int | None = None) -> torch.Tensor:
     """At least ``count`` zeroed split-K arrival counters for launches on ``stream`` (a raw CUDA stream
-    handle, as Triton's launcher takes it; None: the current stream) of ``device``. ``side``: the
-    ``torch.cuda.Stream`` of that handle where it is not the current stream, which then zeroes new
-    counters, so that its launches come after the zeroing."""
+    handle, as Triton's launcher takes it; None: the current stream) of ``device``."""
     if stream is None:
         stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     locks, spares = _split_k_locks.get((device, stream)), _spare_locks.setdefault(device, [])
@@ -52,11 +50,8 @@ def _locks(device: torch.device, count: int, stream: int | None = None, side=Non
             _outgrown_locks.append(locks)
         # in a capture, counters zeroed ahead, outside it (SPARE_LOCKS), where one is large enough
         fits = next((i for i, spare in enumerate(spares) if spare.numel() >= count), None) if capturing else None
-        if fits is not None:
-            locks = spares.pop(fits)
-        else:
-            with _on(side):
-                locks = torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32, device=device)
+        locks = spares.pop(fits) if fits is not None else torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32,
+                                                                       device=device)
         _split_k_locks[(device, stream)] = locks
     if not capturing and len(spares) < SPARE_LOCKS:  # those a capture took, made at the next launch outside one
         spares += [torch.zeros(LOCKS_SIZE, dtype=torch.int32, device=device)
@@ -69,32 +64,6 @@ def _locks(device: torch.device, count: int, stream: int | None = None, side=Non
 def _capturing(device: torch.device) -> bool:
     """A CUDA graph is being captured on the current stream of ``device``."""
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-class _on:
-    """``torch.cuda.set_stream(side)`` for a block and the caller's stream again after it; nothing for
-    None. The current stream is set directly, as the dispatch's side-by-side path does, not with
-    ``torch.cuda.stream``'s context, which looks the device up each time."""
-    __slots__ = ("side", "was")
-
-    def __init__(self, side):
-        self.side = side
-
-    def __enter__(self):
-        if self.side is not None:
-            self.was = torch.cuda.current_stream(self.side.device)
-            torch.cuda.set_stream(self.side)
-
-    def __exit__(self, *exc):
-        if self.side is not None:
-            torch.cuda.set_stream(self.was)
-
-
-def on_stream(fn, side, *args):
-    """``fn(*args)`` with ``side`` (a ``torch.cuda.Stream``, or None: the current one) the current stream:
-    a launcher's generic path (Triton's, cuBLAS's), which launches on whichever stream is current."""
-    with _on(side):
-        return fn(*args)
 
 
 def check_inputs(a: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, group_size: int):
@@ -355,11 +324,7 @@ def _hooked(hook) -> bool:
 
 
 def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
-    """``launcher(a, packed, scales, out, stream=None, keep=None)`` for operands of these shapes, strides and
-    dtypes, launching on ``stream`` (a ``torch.cuda.Stream``; None: the current one). A split's fp32
-    workspace comes from the current stream's memory: given ``stream``, the launcher appends it to ``keep``,
-    and the caller holds it until the current stream waits for ``stream`` (else that memory could be
-    handed to other work while this launch still writes it).
+    """``launcher(a, packed, scales, out)`` for operands of these shapes, strides and dtypes.
 
     Triton's own launch path binds and specializes every argument on every call (about 30 us
     of Python on the H200's host). Here that is done once: the compiled kernel's launcher is
@@ -369,8 +334,7 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     """
     generic = functools.partial(launch, variant, group_size=group_size)
     if interpreting() or variant.family in CUBLAS_FAMILIES or a.device.type != "cuda":
-        return lambda a, packed, scales, out, stream=None, keep=None: on_stream(generic, stream, a, packed, scales,
-                                                                               out)
+        return lambda a, packed, scales, out: generic(a, packed, scales, out)
     if variant.family in GLUON_FAMILIES:
         return _gluon_launcher(variant, a, packed, scales, out, group_size, generic)
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
@@ -386,19 +350,17 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
     current_stream = triton.runtime.driver.active.get_current_stream
     runtime = triton.knobs.runtime
 
-    def launcher(a, packed, scales, out, stream=None, keep=None):
+    def launcher(a, packed, scales, out):
         if ((a.data_ptr() | packed.data_ptr() | scales.data_ptr() | out.data_ptr()) & 15
                 or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
-            return on_stream(generic, stream, a, packed, scales, out)
-        handle = current_stream(device) if stream is None else stream.cuda_stream
+            return generic(a, packed, scales, out)
         if split_k > 1:
             ws = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
-            if stream is not None:
-                keep.append(ws)
-            run(g0, g1, g2, handle, function, packed_meta, None, None, None,
-                a, packed, scales, out, ws, _locks(torch_device, locks, handle, stream), *fixed, *constexprs)
+            stream = current_stream(device)
+            run(g0, g1, g2, stream, function, packed_meta, None, None, None,
+                a, packed, scales, out, ws, _locks(torch_device, locks, stream), *fixed, *constexprs)
         else:
-            run(g0, g1, g2, handle, function, packed_meta, None, None, None,
+            run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
                 a, packed, scales, out, out, out, *fixed, *constexprs)
         return out
 
@@ -441,9 +403,9 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
     runtime = triton.knobs.runtime
     encoded = _EncodedDescriptors.of(run, boxes, sources)
 
-    def launcher(a, packed, scales, out, stream=None, keep=None):  # as make_launcher's
+    def launcher(a, packed, scales, out):
         if _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook):
-            return on_stream(generic, stream, a, packed, scales, out)
+            return generic(a, packed, scales, out)
         if encoded is not None:  # encoded once per operand address; None where TMA cannot read one as it is
             descriptors = encoded.arguments(a, packed, scales)
         elif tma_aligned(a) and tma_aligned(packed) and tma_aligned(scales):
@@ -453,20 +415,18 @@ def _gluon_launcher(variant: Variant, a, packed, scales, out, group_size: int, g
         else:
             descriptors = None
         if descriptors is None:
-            return on_stream(generic, stream, a, packed, scales, out)
-        handle = current_stream(device) if stream is None else stream.cuda_stream
+            return generic(a, packed, scales, out)
+        stream = current_stream(device)
         if workspace:
             ws = torch.empty(workspace, dtype=torch.float32, device=a.device)
-            if stream is not None:
-                keep.append(ws)
-            counters = _locks(torch_device, locks, handle, stream)
+            counters = _locks(torch_device, locks, stream)
         else:
             ws = counters = out
         rest = (out, ws, counters, *fixed, out.stride(0), out.stride(1), *constexprs)
         if encoded is not None:
-            encoded.run(g0, g1, g2, handle, function, packed_meta, descriptors, rest)
+            encoded.run(g0, g1, g2, stream, function, packed_meta, descriptors, rest)
         else:
-            run(g0, g1, g2, handle, function, packed_meta, None, None, None, *descriptors, *rest)
+            run(g0, g1, g2, stream, function, packed_meta, None, None, None, *descriptors, *rest)
         return out
 
     launcher.descriptors = encoded  # what the GPU tests look into

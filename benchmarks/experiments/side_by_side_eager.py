@@ -4,9 +4,8 @@
 
 The bench times graphs; a model run eagerly pays the fork and join (two event records and waits a side
 stream) on the host. For each key: host µs a call (the loop's enqueue time, no sync) and wall µs a call
-over 200 eager calls ended by one sync, each setting of ``dispatch.CONCURRENT`` (True, False, "auto") and
-True with ``dispatch.LEAN_SIDE_BY_SIDE`` (fewer stream and event calls: "lean") alternated three times, the
-least of the three kept."""
+over 200 eager calls ended by one sync, each setting of ``dispatch.CONCURRENT`` (True, False, "auto")
+alternated three times, the least of the three kept."""
 import json
 import sys
 import time
@@ -39,19 +38,19 @@ def main(out):
         packed = mm.prepare(packed, scales)
         a = torch.randn(M, K, device="cuda").half()
         assert mm.side_by_side(M, N, K, a.device), (K, N, M)
-        settings = {"side": (True, False), "lean": (True, True), "serial": (False, False), "auto": ("auto", False)}
+        settings = {"side": True, "serial": False, "auto": "auto"}
         times = {name: [] for name in settings}
         for _ in range(3):
-            for name, (concurrent, lean) in settings.items():
-                dispatch.CONCURRENT, dispatch.LEAN_SIDE_BY_SIDE = concurrent, lean
+            for name, setting in settings.items():
+                dispatch.CONCURRENT = setting
                 times[name].append(per_call(mm, a, packed, scales))
-        dispatch.CONCURRENT, dispatch.LEAN_SIDE_BY_SIDE = "auto", False
+        dispatch.CONCURRENT = "auto"
         row = dict(K=K, N=N, M=M, **{f"{name}_{what}_us": min(t[i] for t in times[name])
                                      for name in settings for i, what in enumerate(("host", "wall"))})
         rows.append(row)
-        print(f"{K}x{N} M={M}: host", " / ".join(f"{row[f'{name}_host_us']:.1f}" for name in settings),
-              "us a call, eager wall", " / ".join(f"{row[f'{name}_wall_us']:.1f}" for name in settings),
-              "(" + " / ".join(settings) + ")")
+        print(f"{K}x{N} M={M}: host {row['side_host_us']:.1f} / {row['serial_host_us']:.1f} / "
+              f"{row['auto_host_us']:.1f} us a call, eager wall {row['side_wall_us']:.1f} / "
+              f"{row['serial_wall_us']:.1f} / {row['auto_wall_us']:.1f} (side by side / serial / auto)")
     json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows),
               open(f"{out}/side_by_side_eager.json", "w"), indent=1)
 
