@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the device (after `. benchmarks/device_setup.sh`): the first GPU run of what `_s62` wrote without one
 # (NOTES.md, the session plan written in `_s62`), in one call of ~400 s on a fresh machine:
-#   1. the GPU tests of those changes: side by side's bits (test_gpu_dispatch.py, at
-#      three keys), OVERLAP_PRICE's capture and eager plans at 4096x11008 M=257, and graphs captured in turn
+#   1. the GPU tests of those changes: side by side's bits (test_gpu_dispatch.py, at three keys),
+#      OVERLAP_PRICE's capture and eager plans at 4096x11008 M=257, and graphs captured in turn
 #      on a new stream replayed in any order (test_gpu_kernels.py, the split-K counters zeroed ahead), and
 #      M=0 on the GPU (test_kernels.py); and `_s63`'s: the activations' gradient (eager, op, compiled; a split
 #      plan), an adapter trained through a W4A16 layer (test_nn.py) and grouped-query decoding captured in a

@@ -50,8 +50,10 @@ def _locks(device: torch.device, count: int, stream: int | None = None) -> torch
             _outgrown_locks.append(locks)
         # in a capture, counters zeroed ahead, outside it (SPARE_LOCKS), where one is large enough
         fits = next((i for i, spare in enumerate(spares) if spare.numel() >= count), None) if capturing else None
-        locks = spares.pop(fits) if fits is not None else torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32,
-                                                                       device=device)
+        if fits is not None:
+            locks = spares.pop(fits)
+        else:
+            locks = torch.zeros(max(count, LOCKS_SIZE), dtype=torch.int32, device=device)
         _split_k_locks[(device, stream)] = locks
     if not capturing and len(spares) < SPARE_LOCKS:  # those a capture took, made at the next launch outside one
         spares += [torch.zeros(LOCKS_SIZE, dtype=torch.int32, device=device)
@@ -354,13 +356,13 @@ def make_launcher(variant: Variant, a, packed, scales, out, group_size: int):
         if ((a.data_ptr() | packed.data_ptr() | scales.data_ptr() | out.data_ptr()) & 15
                 or _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)):
             return generic(a, packed, scales, out)
+        stream = current_stream(device)
         if split_k > 1:
             ws = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device)
-            stream = current_stream(device)
             run(g0, g1, g2, stream, function, packed_meta, None, None, None,
                 a, packed, scales, out, ws, _locks(torch_device, locks, stream), *fixed, *constexprs)
         else:
-            run(g0, g1, g2, current_stream(device), function, packed_meta, None, None, None,
+            run(g0, g1, g2, stream, function, packed_meta, None, None, None,
                 a, packed, scales, out, out, out, *fixed, *constexprs)
         return out
 

@@ -48,9 +48,9 @@ def main(out):
         row = dict(K=K, N=N, M=M, **{f"{name}_{what}_us": min(t[i] for t in times[name])
                                      for name in settings for i, what in enumerate(("host", "wall"))})
         rows.append(row)
-        print(f"{K}x{N} M={M}: host {row['side_host_us']:.1f} / {row['serial_host_us']:.1f} / "
-              f"{row['auto_host_us']:.1f} us a call, eager wall {row['side_wall_us']:.1f} / "
-              f"{row['serial_wall_us']:.1f} / {row['auto_wall_us']:.1f} (side by side / serial / auto)")
+        print(f"{K}x{N} M={M}: host", " / ".join(f"{row[f'{name}_host_us']:.1f}" for name in settings),
+              "us a call, eager wall", " / ".join(f"{row[f'{name}_wall_us']:.1f}" for name in settings),
+              "(" + " / ".join(settings) + ")")
     json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows),
               open(f"{out}/side_by_side_eager.json", "w"), indent=1)
 
