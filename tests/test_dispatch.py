@@ -746,9 +746,9 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
 
     # off (the default): a split plan is priced at its launches' summed times, captured or not
     assert dispatch.OVERLAP_PRICE is None
-    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.06)
-    # 4096x11008 M=257: 256 + 1 fits the idle SMs of 256's one wave, priced at 1.06 x 42 us in a capture, under
-    # the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar): whole
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
+    # 4096x11008 M=257: 256 + 1 fits the idle SMs of 256's one wave, priced at 1.05 x 43.0 us in a capture,
+    # under the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar)
     assert plans(4096, 11008, 257) == [(256, 1), (257,)]
     assert plans(4096, 12288, 257) == [(256, 1), (2, 255)]  # eagerly the serial rule's own plan stands
     # 11008x4096 M=785: 768 + 17 at 119 us serial passes the eager bar, so eager calls run it side by side too
@@ -756,3 +756,18 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
     # CONCURRENT=True runs every split call side by side, eagerly too; False prices none (``Dispatcher.plan``)
     monkeypatch.setattr(dispatch, "CONCURRENT", True)
     assert plans(4096, 11008, 257) == [(256, 1), (256, 1)]
+
+
+def test_overlap_pricing_keeps_4096_squared_past_m_768_off_the_plan_that_ran_at_its_serial_sum(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import load_dispatch
+
+    shape = next(t for name, t in load_dispatch().gpus.items() if "H200" in name).shapes[(4096, 4096)]
+    # the first rule's plan, 640 + 160 side by side, ran 54.2 us on the H100 against the whole launch's 45.3
+    # (NOTES.md row 123): 640's CTAs, two an SM, fill every slot but its last wave's 56, and the 128 CTAs
+    # of 160's pick, one an SM, fit only the 76 SMs those leave empty: the model gives its serial sum
+    assert shape.side_by_side_us((640, 160), 4096, 4096, 132) > shape.table_us(800)
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
+    for m in (770, 800, 850, 890):
+        planned = shape.launches(m, lambda rows: shape.side_by_side_price(m, rows, 4096, 4096, 132, False))  # noqa: B023
+        assert planned[0] != 640, (m, planned)

@@ -152,7 +152,7 @@ def test_overlap_pricing_gives_a_capture_its_side_by_side_plan_and_an_eager_call
 
     # OVERLAP_PRICE (an A/B setting): 4096x11008 M=257 as 256 + 1 side by side in a capture; eagerly it would
     # run serial (53 us by the table, under the eager bar), so there M=257's own pick, whole
-    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.06)
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
     monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
     mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
     K, N, M = 4096, 11008, 257

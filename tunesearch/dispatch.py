@@ -32,6 +32,7 @@ from tunesearch.variants.api import check_inputs, input_grad, interpreting, make
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_base, to_layout
 from tunesearch.variants.space import CUBLAS_FAMILIES, launch_waves, token_tiles
 
+from . import schedule
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
 
@@ -60,9 +61,12 @@ OVERLAP_SLACK = 1.5
 # puts under this many us is host-bound (4096x12288 M=257: 73-89 us a call side by side, 54-57 one after the
 # other, where a graph replays it in 44.6 against 53.5), so it stays serial unless a graph is being captured
 EAGER_SIDE_BY_SIDE_US = 100.0
-# an A/B setting, off: where set (e.g. 1.06), the split rule prices a plan whose later launches fit the
-# largest one's idle SMs with no slack at this many times the largest launch's time, rather than their sum
-# (benchmarks/experiments/overlap_pricing.py; NOTES.md, the session plan written in `_s61`)
+# an A/B setting, off: where set (e.g. 1.05), the split rule prices a plan that runs side by side
+# (``overlaps``) at this many times the block scheduler model's time (``_ShapeTable.side_by_side_price``)
+# rather than its launches' summed times: at the 25 plans timed on the H100 the model's time was 0.99-1.10
+# of what they ran (median ~1.04; it leaves out the launches' contention for memory). Its first form, this
+# factor times the largest launch's time where the others fit its idle SMs, lost 19-20% at 4096^2
+# M=770..890 on the H100, which the model predicts (NOTES.md rows 122-124)
 OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 
@@ -253,21 +257,37 @@ class _ShapeTable:
         idle = 1 - (ctas - (count - 1) * at_once) / at_once  # the share of the SMs its last wave leaves
         return sum(later_us), idle * first_us / count, first_us
 
-    def overlap_price(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
-        """OVERLAP_PRICE times the largest launch's time, where the others fit its last wave's idle SMs with
-        no slack (row 121's held-out plans so ran 0.976-1.055 of it); else None."""
-        room = self.wave_room(launches, N, K, num_sms)
-        return OVERLAP_PRICE * room[2] if room is not None and room[0] <= room[1] else None
+    def side_by_side_us(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
+        """A plan's time side by side by the block scheduler's model (``schedule.side_by_side_us``): each
+        launch's CTAs at their bucket time over their waves, most rows first in priority. None where the table
+        or a family cannot say."""
+        waves = []
+        for rows in sorted(launches, reverse=True):
+            v, us = self.pick(rows), self.us[self.index(rows)]
+            grid = launch_waves(v.family, v.params, rows, N, K, num_sms)
+            if grid is None or us is None:
+                return None
+            ctas, at_once = grid
+            waves.append((ctas, at_once // num_sms, us / -(-ctas // at_once)))
+        return schedule.side_by_side_us(tuple(waves), num_sms)
 
     def side_by_side_price(self, m: int, launches: tuple[int, ...], N: int, K: int, num_sms: int,
                            eager: bool) -> float | None:
-        """``overlap_price`` where a plan of ``launches`` would run side by side: in a capture always (a plan
-        that fits with no slack passes ``overlaps``), called eagerly only where its serial time reaches
-        EAGER_SIDE_BY_SIDE_US (else it runs serial, and its serial time is its price: 4096x11008 M=257 as
-        256 + 1 costs 53.0 us serial by the table, against 51.7 whole)."""
-        if eager and CONCURRENT is not True and (self.table_us(m, launches) or 0.0) < EAGER_SIDE_BY_SIDE_US:
+        """OVERLAP_PRICE times the scheduler model's time for a plan of ``launches`` where the call would
+        run it side by side (``side_by_side_us``; ``Dispatcher.plan`` asks only with OVERLAP_PRICE set), else
+        None (one launch after another, at their summed times): every split plan with CONCURRENT True, else
+        where ``overlaps`` says so, and called eagerly only where its serial time reaches
+        EAGER_SIDE_BY_SIDE_US (4096x11008 M=257 as 256 + 1 costs 53.0 us serial by the table, against 51.7
+        whole)."""
+        if len(launches) < 2:
             return None
-        return self.overlap_price(launches, N, K, num_sms)
+        if CONCURRENT is not True:
+            if not self.overlaps(launches, N, K, num_sms):
+                return None
+            if eager and (self.table_us(m, launches) or 0.0) < EAGER_SIDE_BY_SIDE_US:
+                return None
+        us = self.side_by_side_us(launches, N, K, num_sms)
+        return None if us is None else OVERLAP_PRICE * us
 
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
