@@ -63,10 +63,11 @@ OVERLAP_SLACK = 1.5
 EAGER_SIDE_BY_SIDE_US = 100.0
 # an A/B setting, off: where set (e.g. 1.05), the split rule prices a plan that runs side by side
 # (``overlaps``) at this many times the block scheduler model's time (``_ShapeTable.side_by_side_price``)
-# rather than its launches' summed times: at the 25 plans timed on the H100 the model's time was 0.99-1.10
-# of what they ran (median ~1.04; it leaves out the launches' contention for memory). Its first form, this
-# factor times the largest launch's time where the others fit its idle SMs, lost 19-20% at 4096^2
-# M=770..890 on the H100, which the model predicts (NOTES.md rows 122-124)
+# rather than its launches' summed times: at the 25 plans timed on the H100 each one's measured ratio to the
+# plan it replaced was 0.99-1.10 times the model's (median ~1.04; it leaves out the launches' contention for
+# memory). Its first form, this factor times the largest launch's time where the others fit its idle SMs,
+# lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts; its own plans lost at one of seven
+# (4096x12288 M=450, 1.08x), so it stays off (NOTES.md rows 122-124)
 OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 

@@ -3,16 +3,18 @@
 Each launch is CTAs that all take its wave time (its bucket time over its waves) and a share of an SM: one
 over the CTAs an SM its registers are sized for (rsmma's CTAS). The largest launch runs on the stream of
 highest priority, so its CTAs go first wherever one fits, and no other launch's CTA is placed while one of
-its own waits for room; the others (streams of one priority) each take what room they fit, in the order
-they were issued. A CTA goes to the SM with the most
-room (the scheduler spreads a launch over the SMs). So a first launch of several waves fills every slot
-until its last wave, and the others run in the room that wave leaves and after it.
+its own waits for room; the others (streams of one priority) each take what room they fit, in the order they
+were issued. A CTA goes to the SM with the most room (the scheduler spreads a launch over the SMs). So a
+first launch of several waves fills every slot until its last wave, and the others run in the room that wave
+leaves and after it.
 
-It has no fitted constant. On the H100 (NOTES.md row 124) it ranks the 25 plans that `OVERLAP_PRICE`'s
-former rule (1.06 times the largest launch's time) changed exactly as they ran: the 16 it predicts faster
-than the plan they replaced ran 0.88-0.98 of its time, the one level 1.001, and the 8 it predicts slower
-1.04-1.20 (4096^2 M=770..890: 640 tokens on CTAs of two an SM, then 128 CTAs of one an SM, which fit only
-the SMs the 640's last wave leaves empty).
+It has no fitted constant. On the H100 (NOTES.md row 124) it tells apart, every one, the 25 plans that
+`OVERLAP_PRICE`'s former rule (1.06 times the largest launch's time) changed: the 16 it predicts faster than
+the plan they replaced ran 0.88-0.98 of its time, the one it predicts level 1.001, and the 8 it predicts
+slower 1.04-1.20 (4096^2 M=770..890: 640 tokens on CTAs of two an SM, then 128 CTAs of one an SM, which fit
+only the SMs the 640's last wave leaves empty). Of the seven plans of its own timed next, six ran 0.92-1.00
+of the plans they replaced, as predicted, and one 1.08 where it predicted 0.92 (4096x12288 M=450: 384 rows,
+then 66 on a twotile pick; not understood yet).
 """
 import functools
 import heapq

@@ -4,9 +4,10 @@
 
 ``_ShapeTable.launches`` prices a plan at its launches' summed bucket times, though a plan that ``overlaps``
 runs side by side. With ``dispatch.OVERLAP_PRICE`` set (FACTOR, default 1.05), such a plan is priced at that
-factor times ``side_by_side_us``, the block scheduler model of ``tunesearch/schedule.py``. Every (shape, M) of the packaged H200 table whose plan
-would change is counted, with the first SHOWN (default 6) of those predicted 3% or more faster and every one
-predicted slower (each plan's time: the model's where it runs side by side, else its summed bucket times).
+factor times ``side_by_side_us``, the block scheduler model of ``tunesearch/schedule.py``. Every (shape, M)
+of the packaged H200 table whose plan would change is counted, with the first SHOWN (default 6) of those
+predicted 3% or more faster and every one predicted slower (each plan's time: the factor times the model's
+where it runs side by side, else its summed bucket times).
 Nothing is timed: the plans it lists are for a same-call A/B (`device_dispatch_ab.sh`, KNOB=OVERLAP_PRICE).
 """
 import sys
@@ -32,7 +33,8 @@ def main(factor=1.05, shown=6):
         changed = []
         for m in range(2, 4097):
             old = shape.launches(m)
-            new = shape.launches(m, lambda rows: shape.side_by_side_price(m, rows, N, K, SMS, eager=False))  # noqa: B023
+            price = lambda rows: shape.side_by_side_price(m, rows, N, K, SMS, eager=False)  # noqa: B023, E731
+            new = shape.launches(m, price)
             if new != old:
                 changed.append((m, old, new, plan_us(shape, m, old, N, K), plan_us(shape, m, new, N, K)))
         faster = [c for c in changed if c[4] < 0.97 * c[3]]
