@@ -1,0 +1,63 @@
+"""A side-by-side plan taken apart, graph-timed with rotation (NOTES.md row 124, plan item 2).
+
+    python benchmarks/experiments/side_by_side_parts.py OUT [K,N,M ...]
+
+For each key, the plan ``OVERLAP_PRICE`` (1.05) gives it, and in one process: M whole (its own pick, one
+launch), each launch of the plan alone (its rows with its own pick), the launches one after another on one
+stream, and side by side as the dispatch runs them (largest first, on the stream of highest priority),
+beside what the scheduler model and the table say (``_ShapeTable.side_by_side_us``, the H200's times). Each
+the least of three graph medians. Default keys: the one plan of the model's that lost (4096x12288 M=450: 384
++ 66, 1.076x the whole launch) and two that won as predicted (4096^2 M=800, 4096x11008 M=270). Writes
+OUT/side_by_side_parts.json."""
+import json
+import sys
+
+import torch
+
+from tunesearch import dispatch, load_dispatch
+from tunesearch.bench import Operands, graph_time
+from tunesearch.gpu import gpu_info
+
+KEYS = [(4096, 12288, 450), (4096, 4096, 800), (4096, 11008, 270)]
+
+
+def timed(fn, ops):
+    """Least of three graph medians of ``fn(a, packed, scales)`` over the rotated copies."""
+    return min(graph_time([lambda c=c: fn(c[0], c[1], c[2]) for c in ops.copies]).us for _ in range(3))
+
+
+def main(out, keys=KEYS):
+    l2 = gpu_info(0).l2_bytes
+    whole = load_dispatch(split=False)
+    rows = []
+    for K, N, M in keys:
+        dispatch.OVERLAP_PRICE = 1.05
+        split = load_dispatch()  # a fresh one: plans are fixed per entry
+        cuda = torch.device("cuda")
+        plan = [r for r, _ in split.plan(M, N, K, cuda)]
+        layout = split.layout_for(N, K, cuda)
+        shape = split._shape_table(N, K, cuda)
+        ops = Operands(M, N, K, 128, l2, layout=layout)
+        starts = [sum(plan[:i]) for i in range(len(plan))]
+
+        def serial(a, packed, scales):
+            return [whole(a[s:s + r], packed, scales) for s, r in zip(starts, plan)]
+
+        times = {"whole": timed(whole, ops)}
+        for s, r in zip(starts, plan):
+            times[f"{r} alone"] = timed(lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q), ops)
+        times["serial"] = timed(serial, ops)
+        assert split.side_by_side(M, N, K, cuda), (K, N, M, plan)
+        times["side by side"] = timed(split, ops)
+        dispatch.OVERLAP_PRICE = None
+        model = {"model side by side": shape.side_by_side_us(tuple(plan), N, K, 132),
+                 "table serial": shape.table_us(M, tuple(plan)), "table whole": shape.table_us(M)}
+        rows.append(dict(K=K, N=N, M=M, plan=plan, us=times, table_us=model))
+        print(f"{K}x{N} M={M} {plan}: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items())
+              + " | H200 table: " + ", ".join(f"{k} {v:.1f}" for k, v in model.items()))
+    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows),
+              open(f"{out}/side_by_side_parts.json", "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], [tuple(int(x) for x in key.split(",")) for key in sys.argv[2:]] or KEYS)
