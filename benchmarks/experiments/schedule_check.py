@@ -7,9 +7,11 @@ For each plan an A/B changed (``device_dispatch_ab.sh``'s "plans differ" rows: t
 time), the ratio the model predicts: each plan's time the model's where the call runs it side by side
 (``overlaps``), else its summed bucket times, by the packaged H200 table. The first two files timed
 ``OVERLAP_PRICE``'s first form (1.06 times the largest launch's time where the others fit its idle SMs by
-``wave_room``), the third the model's own plans at 1.05. Then row 121's H200 A/B of side by side against
-serial on the same plans (CONCURRENT=True with priority), at the plans ``overlaps`` picks."""
+``wave_room``), the third the model's own plans at 1.05. Then row 121's two H200 A/Bs of side by side against
+serial on the same plans (CONCURRENT=True with priority; "auto" at held-out M), at the plans ``overlaps``
+picks: data the model was not made from."""
 import re
+import statistics
 from pathlib import Path
 
 from tunesearch import dispatch
@@ -19,7 +21,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 SMS = 132
 FIRST_FORM = ("ab_overlap_price_h100_2026-12-05_s65.txt", "ab_overlap_price_held_out_h100_2026-12-05_s66.txt")
 MODEL = ("ab_overlap_model_h100_2026-12-05_s66.txt",)
-SIDE_BY_SIDE = "ab_concurrent_priority_h200_2026-12-04_s61.txt"
+SIDE_BY_SIDE = ("ab_concurrent_priority_h200_2026-12-04_s61.txt", "ab_concurrent_auto_h200_2026-12-04_s61.txt")
 
 
 def ratios(name: str, differ_only: bool = True) -> dict:
@@ -67,13 +69,19 @@ def main():
                 print(f"  {predicted:.3f} {measured:.3f} {'' if ok else 'WRONG '}{K}x{N} M={M} {old} -> {new}")
     print(f"{right} of {total} on the measured side of 1 (within 1%)")
     dispatch.OVERLAP_PRICE = None
-    print("side by side against serial, same plans (H200, row 121), where overlaps picks it: predicted / measured")
-    for (K, N, M), measured in sorted(ratios(SIDE_BY_SIDE, differ_only=False).items()):
-        shape = table.shapes[(N, K)]
-        rows = shape.launches(M)
-        if len(rows) > 1 and shape.overlaps(rows, N, K, SMS):
-            predicted = shape.side_by_side_us(rows, N, K, SMS) / shape.table_us(M, rows)
-            print(f"  {predicted:.3f} {measured:.3f} {K}x{N} M={M} {rows}")
+    for name in SIDE_BY_SIDE:
+        print(f"side by side against serial, same plans (H200, row 121, {name}), where overlaps picks it: "
+              "predicted / measured")
+        off = []
+        for (K, N, M), measured in sorted(ratios(name, differ_only=False).items()):
+            shape = table.shapes[(N, K)]
+            rows = shape.launches(M)
+            if len(rows) > 1 and shape.overlaps(rows, N, K, SMS):
+                predicted = shape.side_by_side_us(rows, N, K, SMS) / shape.table_us(M, rows)
+                off.append(measured / predicted)
+                print(f"  {predicted:.3f} {measured:.3f} {K}x{N} M={M} {rows}")
+        print(f"  {len(off)} plans: measured / predicted {min(off):.3f}-{max(off):.3f}, "
+              f"median {statistics.median(off):.3f}")
 
 
 if __name__ == "__main__":
