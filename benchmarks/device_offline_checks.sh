@@ -8,8 +8,8 @@
 #      plan), an adapter trained through a W4A16 layer (test_nn.py) and grouped-query decoding captured in a
 #      graph (test_decode.py), a GPTQ checkpoint loaded and run on the kernels (test_gptq.py);
 #   2. side_by_side_eager.py: host and eager-wall us a call, side by side / serial / auto;
-#   3. the OVERLAP_PRICE A/B (device_dispatch_ab.sh, A=1.05 B=None; 1.06 in `_s65`, its first form) at the M the offline count predicts
-#      5%+ faster; HELD_OUT=1 runs the held-out M instead.
+#   3. the OVERLAP_PRICE A/B (device_dispatch_ab.sh, A=1.05 B=None; 1.06 in `_s65`, its first form) at the
+#      M the offline count predicts 5%+ faster; HELD_OUT=1 runs the held-out M instead.
 # Writes $OUT/gpu_offline_checks.log, side_by_side_eager.{json,log}, bench_overlap_price*_*.{json,log}.
 set -uo pipefail
 : "${OUT:?}"
