@@ -7,7 +7,8 @@ launch), each launch of the plan alone (its rows with its own pick), the launche
 stream, and side by side as the dispatch runs them (largest first, on the stream of highest priority),
 beside what the scheduler model and the table say (``_ShapeTable.side_by_side_us``, the H200's times). Each
 the least of three graph medians. Default keys: the one plan of the model's that lost (4096x12288 M=450: 384
-+ 66, 1.076x the whole launch) and two that won as predicted (4096^2 M=800, 4096x11008 M=270). Writes
++ 66, 1.076x the whole launch), one like it not yet timed (M=480: 384 + 96), the other plan with a twotile
+launch (4096x22016 M=1100, 0.999x where 0.979 was predicted), and three that won as predicted. Writes
 OUT/side_by_side_parts.json."""
 import json
 import sys
@@ -18,7 +19,8 @@ from tunesearch import dispatch, load_dispatch
 from tunesearch.bench import Operands, graph_time
 from tunesearch.gpu import gpu_info
 
-KEYS = [(4096, 12288, 450), (4096, 4096, 800), (4096, 11008, 270)]
+KEYS = [(4096, 12288, 450), (4096, 12288, 480), (4096, 22016, 1100), (4096, 4096, 800), (4096, 11008, 270),
+        (11008, 4096, 400)]
 
 
 def timed(fn, ops):
@@ -52,6 +54,7 @@ def main(out, keys=KEYS):
         dispatch.OVERLAP_PRICE = None
         model = {"model side by side": shape.side_by_side_us(tuple(plan), N, K, 132),
                  "table serial": shape.table_us(M, tuple(plan)), "table whole": shape.table_us(M)}
+        model.update({f"{r} alone": shape.us[shape.index(r)] for r in plan})
         rows.append(dict(K=K, N=N, M=M, plan=plan, us=times, table_us=model))
         print(f"{K}x{N} M={M} {plan}: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items())
               + " | H200 table: " + ", ".join(f"{k} {v:.1f}" for k, v in model.items()))
