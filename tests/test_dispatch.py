@@ -750,7 +750,9 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
     # 4096x11008 M=257: 256 + 1 fits the idle SMs of 256's one wave, priced at 1.05 x 43.0 us in a capture,
     # under the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar)
     assert plans(4096, 11008, 257) == [(256, 1), (257,)]
-    assert plans(4096, 12288, 257) == [(256, 1), (2, 255)]  # eagerly the serial rule's own plan stands
+    # 4096x12288 M=257: the serial rule's 2 + 255 runs side by side too, priced as 256 + 1 (44.6 us): a plan
+    # priced no lower than the chosen one does not replace it (it ran level with it, NOTES.md row 122)
+    assert plans(4096, 12288, 257) == [(2, 255), (2, 255)]
     # 11008x4096 M=785: 768 + 17 at 119 us serial passes the eager bar, so eager calls run it side by side too
     assert plans(11008, 4096, 785) == [(768, 17), (768, 17)]
     # CONCURRENT=True runs every split call side by side, eagerly too; False prices none (``Dispatcher.plan``)
@@ -771,3 +773,30 @@ def test_overlap_pricing_keeps_4096_squared_past_m_768_off_the_plan_that_ran_at_
     for m in (770, 800, 850, 890):
         price = lambda rows: shape.side_by_side_price(m, rows, 4096, 4096, 132, False)  # noqa: B023, E731
         assert shape.launches(m, price)[0] != 640, m
+
+
+def test_overlap_pricing_never_leaves_m_on_a_plan_priced_above_the_one_it_replaced(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import load_dispatch
+
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+    shape = table.shapes[(22016, 4096)]
+    # 4096x22016 M=1060: the serial rule's 768 + 64 + 228 (282.9 us by the table) against 144 + 916 side by
+    # side (1.05 x 274.0 = 287.7). Pricing the two-launch plan under the whole launch's 318.4 once kept the
+    # three-launch plan from beating it by SPLIT_GAIN, and 144 + 916 ran 1.028x (NOTES.md row 125)
+    m = 1060
+    assert shape.launches(m) == (768, 64, 228)
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
+    price = lambda rows: shape.side_by_side_price(m, rows, 22016, 4096, 132, False)  # noqa: E731
+    assert price((144, 916)) > shape.table_us(m, (768, 64, 228))
+    assert shape.launches(m, price) == (768, 64, 228)
+    # and across the table: a plan the price changes is priced below the serial rule's, as that one runs
+    for (n, k), each in table.shapes.items():
+        for m in range(257, 2049, 37):
+            rows = each.launches(m)
+            priced = lambda r: each.side_by_side_price(m, r, n, k, 132, False)  # noqa: B023, E731
+            chosen = each.launches(m, priced)
+            if chosen != rows:
+                before = each.table_us(m, rows)
+                before = min(before, priced(rows) or before) if len(rows) > 1 else before
+                assert priced(chosen) < before, (k, n, m, rows, chosen)

@@ -188,28 +188,41 @@ class _ShapeTable:
         against what M's pick is taken to cost whole (``whole_us``); each launch more must win by
         ``export.two_launches_win``, the rule the export weighs when it picks for a bucket. Ties go to
         fewer launches, then to the larger first one. ``side_by_side(rows)``, where given, prices a plan that
-        would run side by side (an A/B setting, ``OVERLAP_PRICE``), or None to keep its summed time."""
+        would run side by side (an A/B setting, ``OVERLAP_PRICE``), or None to keep its summed time: the
+        plan of least price then replaces the one chosen above where it costs less than that one."""
         i = self.index(m)
         whole = self.whole_us(m) if m <= self.m_maxes[i] else None
         if whole is None:
             return (m,)
         below = [self.m_maxes[j] for j in reversed(self.full) if j < i]  # largest first, each under m
-        best = {}  # launches -> (their time, their rows)
+        best = {}  # launches -> (their summed time, their rows)
+        side, priced_at = None, {}  # (the least side-by-side price, its rows); each plan's price
         for first in below:
             seconds = [r for r in below if r <= first and first + r < m] if MAX_LAUNCHES > 2 else []
             for second in [None] + seconds:
                 rows = (first,) if second is None else (first, second)
                 rows += (m - sum(rows),)
                 us = self.table_us(m, rows)
-                priced = side_by_side(rows) if side_by_side is not None and us is not None else None
-                us = us if priced is None else min(us, priced)
-                if us is not None and (len(rows) not in best or us < best[len(rows)][0]):
+                if us is None:
+                    continue
+                if len(rows) not in best or us < best[len(rows)][0]:
                     best[len(rows)] = (us, rows)
+                priced = side_by_side(rows) if side_by_side is not None else None
+                if priced is not None and priced < us:
+                    priced_at[rows] = priced
+                    if side is None or priced < side[0]:
+                        side = (priced, rows)
         chosen_us, chosen = whole, (m,)
         for count in sorted(best):
             us, rows = best[count]
             if two_launches_win(us, chosen_us):
                 chosen_us, chosen = us, rows
+        # the least side-by-side price (its margin its own) replaces only a plan it undercuts, that plan priced
+        # as it runs: one it priced lower keeping a plan of more launches from winning would leave M on a
+        # plan predicted slower (4096x22016 M=1060: 144 + 916 priced 287.7 us kept 768 + 64 + 228 at 282.9
+        # from beating it by SPLIT_GAIN), and a plan priced as the chosen one only churns
+        if side is not None and side[0] < min(chosen_us, priced_at.get(chosen, chosen_us)):
+            chosen = side[1]
         return chosen
 
     def whole_us(self, m: int) -> float | None:
@@ -260,8 +273,8 @@ class _ShapeTable:
 
     def side_by_side_us(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
         """A plan's time side by side by the block scheduler's model (``schedule.side_by_side_us``): each
-        launch's CTAs at their bucket time over their waves, most rows first in priority. None where the table
-        or a family cannot say."""
+        launch's CTAs at their bucket time over their waves, at the CTAs an SM the table timed them at, most
+        rows first in priority. None where the table or a family cannot say."""
         waves = []
         for rows in sorted(launches, reverse=True):
             v, us = self.pick(rows), self.us[self.index(rows)]
@@ -269,7 +282,9 @@ class _ShapeTable:
             if grid is None or us is None:
                 return None
             ctas, at_once = grid
-            waves.append((ctas, at_once // num_sms, us / -(-ctas // at_once)))
+            per_sm, count = at_once // num_sms, -(-ctas // at_once)
+            alone = per_sm if count > 1 else min(per_sm, -(-ctas // num_sms))  # as the table timed it
+            waves.append((ctas, per_sm, us / count, alone))
         return schedule.side_by_side_us(tuple(waves), num_sms)
 
     def side_by_side_price(self, m: int, launches: tuple[int, ...], N: int, K: int, num_sms: int,

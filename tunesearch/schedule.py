@@ -4,51 +4,68 @@ Each launch is CTAs that all take its wave time (its bucket time over its waves)
 over the CTAs an SM its registers are sized for (rsmma's CTAS). The largest launch runs on the stream of
 highest priority, so its CTAs go first wherever one fits, and no other launch's CTA is placed while one of
 its own waits for room; the others (streams of one priority) each take what room they fit, in the order they
-were issued. A CTA goes to the SM with the most room (the scheduler spreads a launch over the SMs). So a
-first launch of several waves fills every slot until its last wave, and the others run in the room that wave
-leaves and after it.
+were issued. So a first launch of several waves fills every slot until its last wave, and the others run in
+the room that wave leaves and after it.
 
-It has no fitted constant. On the H100 (NOTES.md row 124) it tells apart, every one, the 25 plans that
-`OVERLAP_PRICE`'s former rule (1.06 times the largest launch's time) changed: the 16 it predicts faster than
-the plan they replaced ran 0.88-0.98 of its time, the one it predicts level 1.001, and the 8 it predicts
-slower 1.04-1.20 (4096^2 M=770..890: 640 tokens on CTAs of two an SM, then 128 CTAs of one an SM, which fit
-only the SMs the 640's last wave leaves empty). Of the seven plans of its own timed next, six ran 0.92-1.00
-of the plans they replaced, as predicted, and one 1.08 where it predicted 0.92 (4096x12288 M=450: 384 rows,
-then 66 on a twotile pick; not understood yet).
+Where a CTA goes: at time 0, to the SM with the most room (the scheduler spreads a launch over idle SMs);
+later, the first launch's still so, the others' to the SM with the least room that fits it: SMs free one at
+a time as CTAs end, and each takes as many waiting CTAs as fit. A later launch's CTA packed more densely
+than its launch runs alone (CTAs an SM alone: its CTAS where it has several waves, else its CTAs over the
+SMs) takes its time times that ratio, the SM's throughput shared among more of them.
+
+It has no fitted constant. On the H100 (NOTES.md rows 124-125), of the 42 plans that `OVERLAP_PRICE` changed
+in four A/Bs it predicts the side of 1 of 41 (the one other its rule now keeps from being chosen): 4096^2
+M=770..890's 640 tokens on CTAs of two an SM, then 128 CTAs of one an SM, which fit only the SMs the 640's
+last wave leaves empty (predicted and measured slower), and 4096x12288 M=450's 384 rows in three waves, then
+192 twotile CTAs of 66 rows which run 1.45 an SM alone and three an SM in the last wave's freed SMs
+(measured 1.077 of the whole launch, predicted 0.88 without the packing, 1.01 with it).
 """
 import functools
 import heapq
-
-EPS = 1e-9  # room left by shares that sum to one SM (1/3 + 1/3 + 1/3)
+import math
 
 
 @functools.lru_cache(maxsize=4096)  # a split rule's candidate plans share their launches' grids across M
-def side_by_side_us(launches: tuple[tuple[int, int, float], ...], num_sms: int) -> float:
-    """When the last CTA of ``launches`` ((CTAs, CTAs an SM, a CTA's time), ...), in priority order, ends,
-    all issued at time 0 on ``num_sms`` SMs."""
-    pending = [[ctas, 1.0 / per_sm, cta_us] for ctas, per_sm, cta_us in launches]
-    room = [1.0] * num_sms
-    most_room = [(-1.0, sm) for sm in range(num_sms)]  # a heap, stale entries skipped (room changed since)
-    running = []  # a heap of (end, sm, share)
+def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: int) -> float:
+    """When the last CTA of ``launches`` ((CTAs, CTAs an SM, a CTA's time, CTAs an SM alone), ...), in
+    priority order, ends, all issued at time 0 on ``num_sms`` SMs."""
+    unit = math.lcm(*(per_sm for _, per_sm, _, _ in launches))  # an SM's room in integer shares
+    pending = [ctas for ctas, _, _, _ in launches]
+    room = [unit] * num_sms
+    by_room = [[] for _ in range(unit)] + [list(range(num_sms))]  # SMs by their room; stale entries skipped
+    on_sm = [[0] * num_sms for _ in launches]  # each launch's CTAs running on each SM
+    running = []  # a heap of (end, sm, launch)
     now = 0.0
+
+    def find(share: int, least: bool) -> int | None:
+        for r in range(share, unit + 1) if least else range(unit, share - 1, -1):
+            heap = by_room[r]
+            while heap and room[heap[0]] != r:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+        return None
+
     while True:
-        for launch in pending:
-            while launch[0]:
-                while -most_room[0][0] != room[most_room[0][1]]:
-                    heapq.heappop(most_room)
-                sm = most_room[0][1]
-                if room[sm] + EPS < launch[1]:
+        for i, (_, per_sm, cta_us, alone) in enumerate(launches):
+            share = unit // per_sm
+            while pending[i]:
+                sm = find(share, least=i > 0 and now > 0)
+                if sm is None:
                     break
-                room[sm] -= launch[1]
-                heapq.heapreplace(most_room, (-room[sm], sm))
-                heapq.heappush(running, (now + launch[2], sm, launch[1]))
-                launch[0] -= 1
-            if launch[0] and launch is pending[0]:  # the first's priority: the others wait behind its CTAs
+                room[sm] -= share
+                heapq.heappush(by_room[room[sm]], sm)
+                on_sm[i][sm] += 1
+                slower = max(1.0, on_sm[i][sm] / alone) if i else 1.0
+                heapq.heappush(running, (now + cta_us * slower, sm, i))
+                pending[i] -= 1
+            if pending[i] and i == 0:  # the first's priority: the others wait behind its CTAs
                 break
         if not running:
             return now
         now = running[0][0]
-        while running and running[0][0] <= now + EPS:
-            _, sm, share = heapq.heappop(running)
-            room[sm] += share
-            heapq.heappush(most_room, (-room[sm], sm))
+        while running and running[0][0] <= now + 1e-9:
+            _, sm, i = heapq.heappop(running)
+            room[sm] += unit // launches[i][1]
+            heapq.heappush(by_room[room[sm]], sm)
+            on_sm[i][sm] -= 1
