@@ -1,5 +1,5 @@
 """Offline: the block scheduler model (``tunesearch/schedule.py``) against the side-by-side A/Bs it is meant
-to predict (NOTES.md row 124).
+to predict (NOTES.md rows 124-125).
 
     python benchmarks/experiments/schedule_check.py
 
@@ -7,9 +7,12 @@ For each plan an A/B changed (``device_dispatch_ab.sh``'s "plans differ" rows: t
 time), the ratio the model predicts: each plan's time the model's where the call runs it side by side
 (``overlaps``), else its summed bucket times, by the packaged H200 table. The first two files timed
 ``OVERLAP_PRICE``'s first form (1.06 times the largest launch's time where the others fit its idle SMs by
-``wave_room``), the third the model's own plans at 1.05. Then row 121's two H200 A/Bs of side by side against
+``wave_room``), its plans made again here; the others timed the model's own plans at 1.05, the plans of
+the model then (``overlap_ab_plans_…_s67.json``): the first model's at M=270..1100 and at held-out M, then
+the mended model's at other held-out M (row 125). Then row 121's two H200 A/Bs of side by side against
 serial on the same plans (CONCURRENT=True with priority; "auto" at held-out M), at the plans ``overlaps``
-picks: data the model was not made from."""
+picks, and the plans ``side_by_side_parts.py`` took apart (side by side over serial, same call)."""
+import json
 import re
 import statistics
 import sys
@@ -25,7 +28,8 @@ from tunesearch.dispatch import load_dispatch  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
 FIRST_FORM = ("ab_overlap_price_h100_2026-12-05_s65.txt", "ab_overlap_price_held_out_h100_2026-12-05_s66.txt")
-MODEL = ("ab_overlap_model_h100_2026-12-05_s66.txt",)
+MODEL_PLANS = "overlap_ab_plans_2026-12-05_s67.json"
+PARTS = ("side_by_side_parts_h100_2026-12-05_s67.json", "side_by_side_parts_mended_h100_2026-12-05_s67.json")
 SIDE_BY_SIDE = ("ab_concurrent_priority_h200_2026-12-04_s61.txt", "ab_concurrent_auto_h200_2026-12-04_s61.txt")
 
 
@@ -46,28 +50,32 @@ def first_form(shape, N, K):
     return price
 
 
+def first_form_plans():
+    """(file, K, N, M, before, after, measured ratio) of the first form's A/Bs, its plans made again."""
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+    for name in FIRST_FORM:
+        for (K, N, M), measured in sorted(ratios(name).items(), key=lambda item: item[1]):
+            shape = table.shapes[(N, K)]
+            yield name, K, N, M, shape.launches(M), shape.launches(M, first_form(shape, N, K)), measured
+
+
 def main():
     table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
-    right = total = 0
-    for names, form in ((FIRST_FORM, "first form"), (MODEL, "the model at 1.05")):
-        print(f"plans of {form}: predicted / measured ratio to the plan they replaced")
-        for name in names:
-            for (K, N, M), measured in sorted(ratios(name).items(), key=lambda item: item[1]):
-                shape = table.shapes[(N, K)]
-                dispatch.OVERLAP_PRICE = None
-                old = shape.launches(M)
-                if form == "first form":
-                    new = shape.launches(M, first_form(shape, N, K))
-                else:
-                    dispatch.OVERLAP_PRICE = 1.05
-                    price = lambda rows: shape.side_by_side_price(M, rows, N, K, SMS, False)  # noqa: B023, E731
-                    new = shape.launches(M, price)
-                dispatch.OVERLAP_PRICE = 1.0  # the model's own time, no margin
-                predicted = plan_us(shape, M, new, N, K) / plan_us(shape, M, old, N, K)
-                ok = (predicted < 1) == (measured < 1) or abs(measured - 1) < 0.01
-                right, total = right + ok, total + 1
-                print(f"  {predicted:.3f} {measured:.3f} {'' if ok else 'WRONG '}{K}x{N} M={M} {old} -> {new}")
-    print(f"{right} of {total} on the measured side of 1 (within 1%)")
+    model_plans = [(p["file"], p["K"], p["N"], p["M"], tuple(p["before"]), tuple(p["after"]), p["ratio"])
+                   for p in json.loads((RESULTS / MODEL_PLANS).read_text())["plans"]]
+    dispatch.OVERLAP_PRICE = 1.0  # the model's own time, no margin
+    count = {}
+    for name, K, N, M, old, new, measured in [*first_form_plans(), *model_plans]:
+        if name not in count:
+            print(f"plans {name} changed: predicted / measured ratio to the plan they replaced")
+        shape = table.shapes[(N, K)]
+        predicted = plan_us(shape, M, new, N, K) / plan_us(shape, M, old, N, K)
+        ok = (predicted < 1) == (measured < 1) or abs(measured - 1) < 0.01
+        right, total = count.get(name, (0, 0))
+        count[name] = (right + ok, total + 1)
+        print(f"  {predicted:.3f} {measured:.3f} {'' if ok else 'WRONG '}{K}x{N} M={M} {old} -> {new}")
+    for name, (right, total) in count.items():
+        print(f"{right} of {total} on the measured side of 1 (within 1%): {name}")
     dispatch.OVERLAP_PRICE = None
     for name in SIDE_BY_SIDE:
         print(f"side by side against serial, same plans (H200, row 121, {name}), where overlaps picks it: "
@@ -82,6 +90,17 @@ def main():
                 print(f"  {predicted:.3f} {measured:.3f} {K}x{N} M={M} {rows}")
         print(f"  {len(off)} plans: measured / predicted {min(off):.3f}-{max(off):.3f}, "
               f"median {statistics.median(off):.3f}")
+    print("plans taken apart (H100, side_by_side_parts.py): side by side over serial, predicted / measured; "
+          "side by side over the largest launch alone, predicted / measured")
+    for name in PARTS:
+        for row in json.loads((RESULTS / name).read_text())["rows"]:
+            K, N, M, rows, us = row["K"], row["N"], row["M"], tuple(row["plan"]), row["us"]
+            shape = table.shapes[(N, K)]
+            side = shape.side_by_side_us(rows, N, K, SMS)
+            largest = max(rows)
+            print(f"  {side / shape.table_us(M, rows):.3f} {us['side by side'] / us['serial']:.3f}   "
+                  f"{side / shape.us[shape.index(largest)]:.3f} {us['side by side'] / us[f'{largest} alone']:.3f}"
+                  f"   {K}x{N} M={M} {rows}")
 
 
 if __name__ == "__main__":
