@@ -3,7 +3,7 @@ wave of a launch its bucket time over its waves, but at 4096x12288 the M=384 pic
 waves of 264, 264 and 48) took 66.7 us alone where M=450 on the same variant (768 CTAs: 264, 264, 240) took
 77.8, so its last wave, one CTA an SM on 48 SMs, ran in about 15 us against about 26 for a full one.
 
-    python benchmarks/experiments/wave_times.py OUT
+    python benchmarks/experiments/wave_times.py OUT [K,N,VARIANT,M:M:... ...]   # default: CASES
 
 Times fixed launches (the first launches of the side-by-side plans the model missed) over M, one token tile
 more each step, on the sweep's harness (frag32 weights, rotation past L2, CUDA-graph replay, least of
@@ -26,10 +26,10 @@ CASES = [  # (K, N, variant, Ms): token tiles 1, 2, ... of the variant's BM
 ]
 
 
-def main(out):
+def main(out, cases=CASES):
     info = gpu_info(0)
     rows = []
-    for K, N, vid, ms in CASES:
+    for K, N, vid, ms in cases:
         v = Variant.from_id(vid)
         for M in ms:
             ctas, at_once = launch_waves(v.family, v.params, M, N, K, info.sm_count)
@@ -44,5 +44,10 @@ def main(out):
     json.dump(dict(gpu=info.name, torch=torch.__version__, rows=rows), open(f"{out}/wave_times.json", "w"), indent=1)
 
 
+def case(arg):
+    K, N, vid, ms = arg.split(",")
+    return int(K), int(N), vid, [int(m) for m in ms.split(":")]
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], [case(arg) for arg in sys.argv[2:]] or CASES)
