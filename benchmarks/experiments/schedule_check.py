@@ -29,7 +29,8 @@ from tunesearch.dispatch import load_dispatch  # noqa: E402
 RESULTS = ROOT / "benchmarks/results"
 FIRST_FORM = ("ab_overlap_price_h100_2026-12-05_s65.txt", "ab_overlap_price_held_out_h100_2026-12-05_s66.txt")
 MODEL_PLANS = "overlap_ab_plans_2026-12-05_s67.json"
-PARTS = ("side_by_side_parts_h100_2026-12-05_s67.json", "side_by_side_parts_mended_h100_2026-12-05_s67.json")
+PARTS = ("side_by_side_parts_h100_2026-12-05_s67.json", "side_by_side_parts_mended_h100_2026-12-05_s67.json",
+         "side_by_side_parts_misses_h100_2026-12-05_s67.json")
 SIDE_BY_SIDE = ("ab_concurrent_priority_h200_2026-12-04_s61.txt", "ab_concurrent_auto_h200_2026-12-04_s61.txt")
 
 
