@@ -1,0 +1,92 @@
+"""Does the SM clock fall when a side-by-side plan fills the SMs its largest launch's last wave leaves idle
+(NOTES.md row 125 (f))? 11008x4096 M=3150 as 768 + 96 + 2286 ran 45 us over the 2286 rows alone, where the
+scheduler model hides the others in the 108 SMs that launch's last wave leaves idle, no SM shared.
+
+    python benchmarks/experiments/side_by_side_clocks.py OUT [K,N,M ...]
+
+For each key: the largest launch alone, each other launch alone, the plan one launch after another and side
+by side (as ``side_by_side_parts.py``), each a CUDA graph of the rotated copies replayed for about a second
+while ``nvidia-smi`` samples the SM clock and the power every 20 ms; prints each one's time a call and its
+clock and power (medians of the samples inside the replay). Writes OUT/side_by_side_clocks.json."""
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import torch
+
+from tunesearch import dispatch, load_dispatch
+from tunesearch.bench import Operands
+from tunesearch.gpu import gpu_info
+
+KEYS = [(11008, 4096, 3150), (4096, 22016, 1120), (4096, 4096, 784)]
+
+
+def replayed(fn, ops, seconds=1.0):
+    """(us a call, median SM MHz, median W) of ``fn`` over the copies, replayed in one graph for ``seconds``."""
+    graph = torch.cuda.CUDAGraph()
+    for c in ops.copies:  # warm: compiles, first-call plans
+        fn(*c[:3])
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        for c in ops.copies:
+            fn(*c[:3])
+    graph.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    graph.replay()
+    torch.cuda.synchronize()
+    replays = max(3, int(seconds / (time.perf_counter() - t0)))
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                            "-lms", "20"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    began = datetime.now()
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    ended = datetime.now()
+    time.sleep(0.1)
+    smi.terminate()
+    samples = [line.split(", ") for line in smi.communicate()[0].splitlines()]
+    # the samples taken while the replays ran (nvidia-smi's timestamps are local time, as datetime.now())
+    inside = [s for s in samples if began <= datetime.strptime(s[0], "%Y/%m/%d %H:%M:%S.%f") <= ended] or samples
+    mhz = statistics.median(float(s[1]) for s in inside)
+    watts = statistics.median(float(s[2]) for s in inside)
+    return start.elapsed_time(end) * 1e3 / (replays * len(ops.copies)), mhz, watts
+
+
+def main(out, keys=KEYS):
+    l2 = gpu_info(0).l2_bytes
+    whole = load_dispatch(split=False)
+    rows = []
+    cuda = torch.device("cuda")
+    for K, N, M in keys:
+        dispatch.OVERLAP_PRICE = 1.05
+        split = load_dispatch()
+        plan = [r for r, _ in split.plan(M, N, K, cuda)]
+        ops = Operands(M, N, K, 128, l2, layout=split.layout_for(N, K, cuda))
+        starts = [sum(plan[:i]) for i in range(len(plan))]
+        runs = {"whole": lambda a, p, q: whole(a, p, q)}
+        for s, r in zip(starts, plan):
+            runs[f"{r} alone"] = lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q)
+        runs["serial"] = lambda a, p, q: [whole(a[s:s + r], p, q) for s, r in zip(starts, plan)]
+        runs["side by side"] = split
+        result = {name: replayed(fn, ops) for name, fn in runs.items()}
+        dispatch.OVERLAP_PRICE = None
+        rows.append(dict(K=K, N=N, M=M, plan=plan, runs={k: dict(us=v[0], mhz=v[1], watts=v[2]) for k, v in result.items()}))
+        print(f"{K}x{N} M={M} {plan}:")
+        for name, (us, mhz, watts) in result.items():
+            print(f"   {name:>14} {us:8.1f} us  {mhz:6.0f} MHz  {watts:5.0f} W", flush=True)
+        del ops
+        torch.cuda.empty_cache()
+    json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), open(f"{out}/side_by_side_clocks.json", "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], [tuple(int(x) for x in key.split(",")) for key in sys.argv[2:]] or KEYS)
