@@ -2,13 +2,16 @@
 (NOTES.md row 125 (f))? 11008x4096 M=3150 as 768 + 96 + 2286 ran 45 us over the 2286 rows alone, where the
 scheduler model hides the others in the 108 SMs that launch's last wave leaves idle, no SM shared.
 
-    python benchmarks/experiments/side_by_side_clocks.py OUT [K,N,M ...]
+    [ROUNDS=3] python benchmarks/experiments/side_by_side_clocks.py OUT [K,N,M ...]
 
 For each key: the largest launch alone, each other launch alone, the plan one launch after another and side
 by side (as ``side_by_side_parts.py``), each a CUDA graph of the rotated copies replayed for about a second
-while ``nvidia-smi`` samples the SM clock and the power every 20 ms; prints each one's time a call and its
-clock and power (medians of the samples inside the replay). Writes OUT/side_by_side_clocks.json."""
+while ``nvidia-smi`` samples the SM clock, the power, the temperature and the clock-event reasons every
+20 ms; prints each one's time a call, its clock, power and temperature (medians of the samples inside the
+replay) and the reasons seen. With ROUNDS > 1, only the largest launch alone and the plan side by side, in
+turn ROUNDS times (heat and order then fall on both). Writes OUT/side_by_side_clocks.json."""
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,8 +27,16 @@ from tunesearch.gpu import gpu_info
 KEYS = [(11008, 4096, 3150), (4096, 22016, 1120), (4096, 4096, 784)]
 
 
+def reasons_field() -> str:
+    """nvidia-smi's name for the clock-event reasons (``clocks_throttle_reasons`` before the rename)."""
+    probe = subprocess.run(["nvidia-smi", "--query-gpu=clocks_event_reasons.active", "--format=csv"],
+                           capture_output=True, text=True)
+    return "clocks_event_reasons.active" if probe.returncode == 0 else "clocks_throttle_reasons.active"
+
+
 def replayed(fn, ops, seconds=1.0):
-    """(us a call, median SM MHz, median W) of ``fn`` over the copies, replayed in one graph for ``seconds``."""
+    """(us a call, median SM MHz, median W, median C, the clock-event reasons seen) of ``fn`` over the copies,
+    replayed in one graph for ``seconds``."""
     graph = torch.cuda.CUDAGraph()
     for c in ops.copies:  # warm: compiles, first-call plans
         fn(*c[:3])
@@ -39,8 +50,9 @@ def replayed(fn, ops, seconds=1.0):
     graph.replay()
     torch.cuda.synchronize()
     replays = max(3, int(seconds / (time.perf_counter() - t0)))
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                            "-lms", "20"], stdout=subprocess.PIPE, text=True)
+    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,{reasons_field()}",
+                            "--format=csv,noheader,nounits", "-lms", "20"],
+                           stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
@@ -58,7 +70,9 @@ def replayed(fn, ops, seconds=1.0):
     inside = [s for s in samples if began <= datetime.strptime(s[0], "%Y/%m/%d %H:%M:%S.%f") <= ended] or samples
     mhz = statistics.median(float(s[1]) for s in inside)
     watts = statistics.median(float(s[2]) for s in inside)
-    return start.elapsed_time(end) * 1e3 / (replays * len(ops.copies)), mhz, watts
+    celsius = statistics.median(float(s[3]) for s in inside)
+    reasons = sorted({s[4] for s in inside})
+    return start.elapsed_time(end) * 1e3 / (replays * len(ops.copies)), mhz, watts, celsius, reasons
 
 
 def main(out, keys=KEYS):
@@ -77,12 +91,20 @@ def main(out, keys=KEYS):
             runs[f"{r} alone"] = lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q)
         runs["serial"] = lambda a, p, q: [whole(a[s:s + r], p, q) for s, r in zip(starts, plan)]
         runs["side by side"] = split
-        result = {name: replayed(fn, ops) for name, fn in runs.items()}
+        rounds = int(os.environ.get("ROUNDS", "1"))
+        if rounds > 1:
+            largest = f"{max(plan)} alone"
+            order = [(f"{name} #{i}", runs[name]) for i in range(rounds) for name in (largest, "side by side")]
+        else:
+            order = list(runs.items())
+        result = {name: replayed(fn, ops) for name, fn in order}
         dispatch.OVERLAP_PRICE = None
-        rows.append(dict(K=K, N=N, M=M, plan=plan, runs={k: dict(us=v[0], mhz=v[1], watts=v[2]) for k, v in result.items()}))
+        rows.append(dict(K=K, N=N, M=M, plan=plan, runs={k: dict(us=v[0], mhz=v[1], watts=v[2], celsius=v[3],
+                                                                   reasons=v[4]) for k, v in result.items()}))
         print(f"{K}x{N} M={M} {plan}:")
-        for name, (us, mhz, watts) in result.items():
-            print(f"   {name:>14} {us:8.1f} us  {mhz:6.0f} MHz  {watts:5.0f} W", flush=True)
+        for name, (us, mhz, watts, celsius, reasons) in result.items():
+            print(f"   {name:>16} {us:8.1f} us  {mhz:6.0f} MHz  {watts:5.0f} W  {celsius:3.0f} C  {' '.join(reasons)}",
+                  flush=True)
         del ops
         torch.cuda.empty_cache()
     json.dump(dict(gpu=torch.cuda.get_device_name(), rows=rows), open(f"{out}/side_by_side_clocks.json", "w"), indent=1)
