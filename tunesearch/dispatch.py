@@ -63,11 +63,12 @@ OVERLAP_SLACK = 1.5
 EAGER_SIDE_BY_SIDE_US = 100.0
 # an A/B setting, off: where set (e.g. 1.05), the split rule prices a plan that runs side by side
 # (``overlaps``) at this many times the block scheduler model's time (``_ShapeTable.side_by_side_price``)
-# rather than its launches' summed times: at the 25 plans timed on the H100 each one's measured ratio to the
-# plan it replaced was 0.99-1.10 times the model's (median ~1.04; it leaves out the launches' contention for
-# memory). Its first form, this factor times the largest launch's time where the others fit its idle SMs,
-# lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts; its own plans lost at one of seven
-# (4096x12288 M=450, 1.08x), so it stays off (NOTES.md rows 122-124)
+# rather than its launches' summed times. Its first form, this factor times the largest launch's time where
+# the others fit its idle SMs, lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts. The
+# model, mended for M=450's miss (later launches packed into freed SMs), held out on the H100: of 18 plans it
+# changed 13 ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that
+# fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacks; so it stays off
+# (NOTES.md rows 122-125)
 OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 
@@ -196,7 +197,7 @@ class _ShapeTable:
             return (m,)
         below = [self.m_maxes[j] for j in reversed(self.full) if j < i]  # largest first, each under m
         best = {}  # launches -> (their summed time, their rows)
-        side, priced_at = None, {}  # (the least side-by-side price, its rows); each plan's price
+        priced_at = {}  # rows -> their side-by-side price, where it is under their summed time
         for first in below:
             seconds = [r for r in below if r <= first and first + r < m] if MAX_LAUNCHES > 2 else []
             for second in [None] + seconds:
@@ -210,8 +211,6 @@ class _ShapeTable:
                 priced = side_by_side(rows) if side_by_side is not None else None
                 if priced is not None and priced < us:
                     priced_at[rows] = priced
-                    if side is None or priced < side[0]:
-                        side = (priced, rows)
         chosen_us, chosen = whole, (m,)
         for count in sorted(best):
             us, rows = best[count]
@@ -221,8 +220,9 @@ class _ShapeTable:
         # as it runs: one it priced lower keeping a plan of more launches from winning would leave M on a
         # plan predicted slower (4096x22016 M=1060: 144 + 916 priced 287.7 us kept 768 + 64 + 228 at 282.9
         # from beating it by SPLIT_GAIN), and a plan priced as the chosen one only churns
-        if side is not None and side[0] < min(chosen_us, priced_at.get(chosen, chosen_us)):
-            chosen = side[1]
+        side = min(priced_at, key=priced_at.get, default=None)  # ties: the first, as the loop ran
+        if side is not None and priced_at[side] < min(chosen_us, priced_at.get(chosen, chosen_us)):
+            chosen = side
         return chosen
 
     def whole_us(self, m: int) -> float | None:
