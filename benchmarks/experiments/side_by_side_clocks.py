@@ -17,16 +17,23 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+from functools import cache
+from pathlib import Path
 
 import torch
 
-from tunesearch import dispatch, load_dispatch
-from tunesearch.bench import Operands
-from tunesearch.gpu import gpu_info
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from benchmarks.experiments.side_by_side_parts import plan_parts  # noqa: E402
+from tunesearch import dispatch, load_dispatch  # noqa: E402
+from tunesearch.bench import Operands  # noqa: E402
+from tunesearch.gpu import gpu_info  # noqa: E402
 
 KEYS = [(11008, 4096, 3150), (4096, 22016, 1120), (4096, 4096, 784)]
 
 
+@cache  # one probe a process, not one a replay
 def reasons_field() -> str:
     """nvidia-smi's name for the clock-event reasons (``clocks_throttle_reasons`` before the rename)."""
     probe = subprocess.run(["nvidia-smi", "--query-gpu=clocks_event_reasons.active", "--format=csv"],
@@ -82,15 +89,8 @@ def main(out, keys=KEYS):
     cuda = torch.device("cuda")
     for K, N, M in keys:
         dispatch.OVERLAP_PRICE = 1.05
-        split = load_dispatch()
-        plan = [r for r, _ in split.plan(M, N, K, cuda)]
+        split, plan, runs = plan_parts(M, N, K, whole)
         ops = Operands(M, N, K, 128, l2, layout=split.layout_for(N, K, cuda))
-        starts = [sum(plan[:i]) for i in range(len(plan))]
-        runs = {"whole": lambda a, p, q: whole(a, p, q)}
-        for s, r in zip(starts, plan):
-            runs[f"{r} alone"] = lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q)
-        runs["serial"] = lambda a, p, q: [whole(a[s:s + r], p, q) for s, r in zip(starts, plan)]
-        runs["side by side"] = split
         rounds = int(os.environ.get("ROUNDS", "1"))
         if rounds > 1:
             largest = f"{max(plan)} alone"

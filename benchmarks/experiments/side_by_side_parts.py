@@ -28,29 +28,35 @@ def timed(fn, ops):
     return min(graph_time([lambda c=c: fn(c[0], c[1], c[2]) for c in ops.copies]).us for _ in range(3))
 
 
+def plan_parts(M, N, K, whole):
+    """With ``dispatch.OVERLAP_PRICE`` set: a fresh dispatcher (plans are fixed per entry), the plan it gives
+    (M, N, K), which must run side by side, and the calls ``fn(a, packed, scales)`` that take it apart: the
+    whole launch (``whole``, a dispatcher that never splits), each launch alone (its rows on its own pick), the
+    launches one after another on one stream, and side by side as the dispatch runs them."""
+    split = load_dispatch()
+    cuda = torch.device("cuda")
+    plan = [r for r, _ in split.plan(M, N, K, cuda)]
+    assert split.side_by_side(M, N, K, cuda), (K, N, M, plan)
+    starts = [sum(plan[:i]) for i in range(len(plan))]
+    runs = {"whole": whole}
+    for s, r in zip(starts, plan):
+        runs[f"{r} alone"] = lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q)
+    runs["serial"] = lambda a, p, q: [whole(a[s:s + r], p, q) for s, r in zip(starts, plan)]
+    runs["side by side"] = split
+    return split, plan, runs
+
+
 def main(out, keys=KEYS):
     l2 = gpu_info(0).l2_bytes
     whole = load_dispatch(split=False)
     rows = []
+    cuda = torch.device("cuda")
     for K, N, M in keys:
         dispatch.OVERLAP_PRICE = 1.05
-        split = load_dispatch()  # a fresh one: plans are fixed per entry
-        cuda = torch.device("cuda")
-        plan = [r for r, _ in split.plan(M, N, K, cuda)]
-        layout = split.layout_for(N, K, cuda)
+        split, plan, runs = plan_parts(M, N, K, whole)
         shape = split._shape_table(N, K, cuda)
-        ops = Operands(M, N, K, 128, l2, layout=layout)
-        starts = [sum(plan[:i]) for i in range(len(plan))]
-
-        def serial(a, packed, scales):
-            return [whole(a[s:s + r], packed, scales) for s, r in zip(starts, plan)]
-
-        times = {"whole": timed(whole, ops)}
-        for s, r in zip(starts, plan):
-            times[f"{r} alone"] = timed(lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q), ops)
-        times["serial"] = timed(serial, ops)
-        assert split.side_by_side(M, N, K, cuda), (K, N, M, plan)
-        times["side by side"] = timed(split, ops)
+        ops = Operands(M, N, K, 128, l2, layout=split.layout_for(N, K, cuda))
+        times = {name: timed(fn, ops) for name, fn in runs.items()}
         dispatch.OVERLAP_PRICE = None
         model = {"model side by side": shape.side_by_side_us(tuple(plan), N, K, 132),
                  "table serial": shape.table_us(M, tuple(plan)), "table whole": shape.table_us(M)}
