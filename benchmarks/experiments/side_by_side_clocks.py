@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 from benchmarks.experiments.side_by_side_parts import plan_parts  # noqa: E402
 from tunesearch import dispatch, load_dispatch  # noqa: E402
-from tunesearch.bench import Operands  # noqa: E402
 from tunesearch.gpu import gpu_info  # noqa: E402
 
 KEYS = [(11008, 4096, 3150), (4096, 22016, 1120), (4096, 4096, 784)]
@@ -86,11 +85,8 @@ def main(out, keys=KEYS):
     l2 = gpu_info(0).l2_bytes
     whole = load_dispatch(split=False)
     rows = []
-    cuda = torch.device("cuda")
     for K, N, M in keys:
-        dispatch.OVERLAP_PRICE = 1.05
-        split, plan, runs = plan_parts(M, N, K, whole)
-        ops = Operands(M, N, K, 128, l2, layout=split.layout_for(N, K, cuda))
+        _, plan, runs, ops = plan_parts(M, N, K, whole, l2)
         rounds = int(os.environ.get("ROUNDS", "1"))
         if rounds > 1:
             largest = f"{max(plan)} alone"

@@ -28,11 +28,13 @@ def timed(fn, ops):
     return min(graph_time([lambda c=c: fn(c[0], c[1], c[2]) for c in ops.copies]).us for _ in range(3))
 
 
-def plan_parts(M, N, K, whole):
-    """With ``dispatch.OVERLAP_PRICE`` set: a fresh dispatcher (plans are fixed per entry), the plan it gives
-    (M, N, K), which must run side by side, and the calls ``fn(a, packed, scales)`` that take it apart: the
-    whole launch (``whole``, a dispatcher that never splits), each launch alone (its rows on its own pick), the
-    launches one after another on one stream, and side by side as the dispatch runs them."""
+def plan_parts(M, N, K, whole, l2_bytes):
+    """``dispatch.OVERLAP_PRICE`` set to 1.05 (the caller resets it once the side-by-side call has run: its
+    entry is built then), a fresh dispatcher (plans are fixed per entry), the plan it gives (M, N, K), which
+    must run side by side, the calls ``fn(a, packed, scales)`` that take it apart (the whole launch on
+    ``whole``, a dispatcher that never splits; each launch alone, its rows on its own pick; the launches one
+    after another on one stream; side by side as the dispatch runs them) and the rotated operands."""
+    dispatch.OVERLAP_PRICE = 1.05
     split = load_dispatch()
     cuda = torch.device("cuda")
     plan = [r for r, _ in split.plan(M, N, K, cuda)]
@@ -43,7 +45,7 @@ def plan_parts(M, N, K, whole):
         runs[f"{r} alone"] = lambda a, p, q, s=s, r=r: whole(a[s:s + r], p, q)
     runs["serial"] = lambda a, p, q: [whole(a[s:s + r], p, q) for s, r in zip(starts, plan)]
     runs["side by side"] = split
-    return split, plan, runs
+    return split, plan, runs, Operands(M, N, K, 128, l2_bytes, layout=split.layout_for(N, K, cuda))
 
 
 def main(out, keys=KEYS):
@@ -52,10 +54,8 @@ def main(out, keys=KEYS):
     rows = []
     cuda = torch.device("cuda")
     for K, N, M in keys:
-        dispatch.OVERLAP_PRICE = 1.05
-        split, plan, runs = plan_parts(M, N, K, whole)
+        split, plan, runs, ops = plan_parts(M, N, K, whole, l2)
         shape = split._shape_table(N, K, cuda)
-        ops = Operands(M, N, K, 128, l2, layout=split.layout_for(N, K, cuda))
         times = {name: timed(fn, ops) for name, fn in runs.items()}
         dispatch.OVERLAP_PRICE = None
         model = {"model side by side": shape.side_by_side_us(tuple(plan), N, K, 132),
