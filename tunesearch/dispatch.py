@@ -274,7 +274,8 @@ class _ShapeTable:
     def side_by_side_us(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float | None:
         """A plan's time side by side by the block scheduler's model (``schedule.side_by_side_us``): each
         launch's CTAs at their bucket time over their waves, at the CTAs an SM the table timed them at, most
-        rows first in priority. None where the table or a family cannot say."""
+        rows first in priority, at the SM clock of the plan's busy SMs. None where the table or a family cannot
+        say."""
         waves = []
         for rows in sorted(launches, reverse=True):
             v, us = self.pick(rows), self.us[self.index(rows)]
@@ -285,7 +286,7 @@ class _ShapeTable:
             per_sm, count = at_once // num_sms, -(-ctas // at_once)
             alone = per_sm if count > 1 else min(per_sm, -(-ctas // num_sms))  # as the table timed it
             waves.append((ctas, per_sm, us / count, alone))
-        return schedule.side_by_side_us(tuple(waves), num_sms)
+        return schedule.side_by_side_us(tuple(waves), num_sms, schedule.CLOCK_DROP)  # read now: an A/B may set it
 
     def side_by_side_price(self, m: int, launches: tuple[int, ...], N: int, K: int, num_sms: int,
                            eager: bool) -> float | None:

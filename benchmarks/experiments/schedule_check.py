@@ -1,7 +1,7 @@
 """Offline: the block scheduler model (``tunesearch/schedule.py``) against the side-by-side A/Bs it is meant
 to predict (NOTES.md rows 124-125).
 
-    python benchmarks/experiments/schedule_check.py
+    python benchmarks/experiments/schedule_check.py [CLOCK_DROP]   # default: schedule.CLOCK_DROP
 
 For each plan an A/B changed (``device_dispatch_ab.sh``'s "plans differ" rows: the A runs' mean over B's
 time), the ratio the model predicts: each plan's time the model's where the call runs it side by side
@@ -11,7 +11,8 @@ time), the ratio the model predicts: each plan's time the model's where the call
 the model then (``overlap_ab_plans_…_s67.json``): the first model's at M=270..1100 and at held-out M, then
 the mended model's at other held-out M (row 125). Then row 121's two H200 A/Bs of side by side against
 serial on the same plans (CONCURRENT=True with priority; "auto" at held-out M), at the plans ``overlaps``
-picks, and the plans ``side_by_side_parts.py`` took apart (side by side over serial, same call)."""
+picks, and the plans ``side_by_side_parts.py`` took apart (side by side over serial, same call). Last, the
+median of |predicted - measured| over the A/Bs' plans (the model's error where it decides)."""
 import json
 import re
 import statistics
@@ -23,7 +24,7 @@ sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
 
 # a plan's time as the dispatch runs it, side by side at OVERLAP_PRICE times the model
 from benchmarks.experiments.overlap_pricing import SMS, plan_us  # noqa: E402
-from tunesearch import dispatch  # noqa: E402
+from tunesearch import dispatch, schedule  # noqa: E402
 from tunesearch.dispatch import load_dispatch  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
@@ -65,13 +66,14 @@ def main():
     model_plans = [(p["file"], p["K"], p["N"], p["M"], tuple(p["before"]), tuple(p["after"]), p["ratio"])
                    for p in json.loads((RESULTS / MODEL_PLANS).read_text())["plans"]]
     dispatch.OVERLAP_PRICE = 1.0  # the model's own time, no margin
-    count = {}
+    count, errors = {}, []
     for name, K, N, M, old, new, measured in [*first_form_plans(), *model_plans]:
         if name not in count:
             print(f"plans {name} changed: predicted / measured ratio to the plan they replaced")
         shape = table.shapes[(N, K)]
         predicted = plan_us(shape, M, new, N, K) / plan_us(shape, M, old, N, K)
         ok = (predicted < 1) == (measured < 1) or abs(measured - 1) < 0.01
+        errors.append(abs(predicted - measured))
         right, total = count.get(name, (0, 0))
         count[name] = (right + ok, total + 1)
         print(f"  {predicted:.3f} {measured:.3f} {'' if ok else 'WRONG '}{K}x{N} M={M} {old} -> {new}")
@@ -102,7 +104,12 @@ def main():
             print(f"  {side / shape.table_us(M, rows):.3f} {us['side by side'] / us['serial']:.3f}   "
                   f"{side / shape.us[shape.index(largest)]:.3f} {us['side by side'] / us[f'{largest} alone']:.3f}"
                   f"   {K}x{N} M={M} {rows}")
+    print(f"CLOCK_DROP {schedule.CLOCK_DROP}: {sum(right for right, _ in count.values())} of {len(errors)} A/B plans "
+          f"on their measured side of 1, |predicted - measured| median {statistics.median(errors):.3f}, "
+          f"largest {max(errors):.3f}")
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        schedule.CLOCK_DROP = float(sys.argv[1])
     main()
