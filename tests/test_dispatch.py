@@ -791,6 +791,14 @@ def test_overlap_pricing_never_leaves_m_on_a_plan_priced_above_the_one_it_replac
     price = lambda rows: shape.side_by_side_price(m, rows, 22016, 4096, 132, False)  # noqa: E731
     assert price((144, 916)) > shape.table_us(m, (768, 64, 228))
     assert shape.launches(m, price) == (768, 64, 228)
+    # a plan priced level with the chosen one, to float rounding, does not replace it: 4096x12288 M=80 at a
+    # factor of 1.0, 8 + 72 (the 72 on M=80's own pick, the 8 wholly beside them by the model)
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.0)
+    level = table.shapes[(12288, 4096)]
+    price = lambda rows: level.side_by_side_price(80, rows, 12288, 4096, 132, False)  # noqa: E731
+    assert price((8, 72)) == pytest.approx(level.table_us(80), rel=1e-12)
+    assert level.launches(80, price) == (80,)
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
     # and across the table: a plan the price changes is priced below the serial rule's, as that one runs
     for (n, k), each in table.shapes.items():
         for m in range(257, 2049, 37):

@@ -67,8 +67,9 @@ EAGER_SIDE_BY_SIDE_US = 100.0
 # the others fit its idle SMs, lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts. The
 # model, mended for M=450's miss (later launches packed into freed SMs), held out on the H100: of 18 plans it
 # changed 13 ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that
-# fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacks; so it stays off
-# (NOTES.md rows 122-125)
+# fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacked; so it stays off
+# (NOTES.md rows 122-125). With that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 59 of the
+# 60 A/B plans so far on their measured side of 1; at a factor of 1.0 its own plans await a held-out A/B
 OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 
@@ -219,9 +220,11 @@ class _ShapeTable:
         # the least side-by-side price (its margin its own) replaces only a plan it undercuts, that plan priced
         # as it runs: one it priced lower keeping a plan of more launches from winning would leave M on a
         # plan predicted slower (4096x22016 M=1060: 144 + 916 priced 287.7 us kept 768 + 64 + 228 at 282.9
-        # from beating it by SPLIT_GAIN), and a plan priced as the chosen one only churns
+        # from beating it by SPLIT_GAIN), and a plan priced as the chosen one only churns: level within float
+        # rounding too (4096x12288 M=80 at OVERLAP_PRICE 1.0: 8 + 72 priced 24.641999999999992 us against the
+        # whole launch's 24.642, its 72 rows on the same pick and the 8 wholly beside them)
         side = min(priced_at, key=priced_at.get, default=None)  # ties: the first, as the loop ran
-        if side is not None and priced_at[side] < min(chosen_us, priced_at.get(chosen, chosen_us)):
+        if side is not None and priced_at[side] < (1 - 1e-9) * min(chosen_us, priced_at.get(chosen, chosen_us)):
             chosen = side
         return chosen
 
