@@ -50,7 +50,7 @@ def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: 
     if not clock_drop or len(launches) == 1:
         return end
     alone = [_schedule((launch,), num_sms)[1] for launch in launches]
-    for _ in range(50):  # each round's change is a few % of the last one's
+    for _ in range(50):  # 1-3 rounds at the table's two-launch plans
         clocked = tuple((ctas, per_sm, cta_us * (1 - clock_drop * share) / (1 - clock_drop * busy), dense)
                         for (ctas, per_sm, cta_us, dense), share in zip(launches, alone))
         last, (end, busy) = end, _schedule(clocked, num_sms)

@@ -7,7 +7,7 @@ runs side by side. With ``dispatch.OVERLAP_PRICE`` set (FACTOR, default 1.05), s
 factor times ``side_by_side_us``, the block scheduler model of ``tunesearch/schedule.py``. Every (shape, M)
 of the packaged H200 table whose plan would change is counted, with the first SHOWN (default 6) of those
 predicted 3% or more faster and every one predicted slower (each plan's time: the factor times the model's
-where it runs side by side, else its summed bucket times).
+where it runs side by side, else its summed bucket times), and the M whose plans change.
 Nothing is timed: the plans it lists are for a same-call A/B (`device_dispatch_ab.sh`, KNOB=OVERLAP_PRICE).
 """
 import sys
@@ -26,6 +26,17 @@ def plan_us(shape, m, rows, N, K):
     return shape.table_us(m, rows) if side is None else min(side, shape.table_us(m, rows))
 
 
+def spans(ms: list[int]) -> str:
+    """Ascending M as runs: 385-392,769-832."""
+    runs = []
+    for m in ms:
+        if runs and m == runs[-1][1] + 1:
+            runs[-1][1] = m
+        else:
+            runs.append([m, m])
+    return ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in runs)
+
+
 def main(factor=1.05, shown=6):
     dispatch.OVERLAP_PRICE = factor
     table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
@@ -40,6 +51,7 @@ def main(factor=1.05, shown=6):
         faster = [c for c in changed if c[4] < 0.97 * c[3]]
         slower = [c for c in changed if c[4] > c[3]]
         print(f"{K}x{N}: {len(changed)} plans change, {len(faster)} predicted 3% or more faster, {len(slower)} slower")
+        print(f"   at M={spans([c[0] for c in changed])}")
         for m, old, new, a, b in faster[:shown] + slower:
             print(f"   M={m} {old} -> {new}: {a:.1f} -> {b:.1f} us ({b / a:.3f})")
 
