@@ -8,7 +8,7 @@ time), the ratio the model predicts: each plan's time the model's where the call
 (``overlaps``), else its summed bucket times, by the packaged H200 table. The first two files timed
 ``OVERLAP_PRICE``'s first form (1.06 times the largest launch's time where the others fit its idle SMs by
 ``wave_room``), its plans made again here; the others timed the model's own plans at 1.05, the plans of
-the model then (``overlap_ab_plans_…_s67.json``): the first model's at M=270..1100 and at held-out M, then
+the model then (``overlap_ab_plans_….json``, which ``ab_plans.py`` makes from an A/B's bench JSONs): the first model's at M=270..1100 and at held-out M, then
 the mended model's at other held-out M (row 125). Then row 121's two H200 A/Bs of side by side against
 serial on the same plans (CONCURRENT=True with priority; "auto" at held-out M), at the plans ``overlaps``
 picks, and the plans ``side_by_side_parts.py`` took apart (side by side over serial, same call). Last, the
@@ -29,7 +29,7 @@ from tunesearch.dispatch import load_dispatch  # noqa: E402
 
 RESULTS = ROOT / "benchmarks/results"
 FIRST_FORM = ("ab_overlap_price_h100_2026-12-05_s65.txt", "ab_overlap_price_held_out_h100_2026-12-05_s66.txt")
-MODEL_PLANS = "overlap_ab_plans_2026-12-05_s67.json"
+MODEL_PLANS = "overlap_ab_plans_*.json"  # each A/B's, by date (``ab_plans.py`` writes them)
 PARTS = ("side_by_side_parts_h100_2026-12-05_s67.json", "side_by_side_parts_mended_h100_2026-12-05_s67.json",
          "side_by_side_parts_misses_h100_2026-12-05_s67.json")
 SIDE_BY_SIDE = ("ab_concurrent_priority_h200_2026-12-04_s61.txt", "ab_concurrent_auto_h200_2026-12-04_s61.txt")
@@ -64,7 +64,7 @@ def first_form_plans():
 def main():
     table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
     model_plans = [(p["file"], p["K"], p["N"], p["M"], tuple(p["before"]), tuple(p["after"]), p["ratio"])
-                   for p in json.loads((RESULTS / MODEL_PLANS).read_text())["plans"]]
+                   for path in sorted(RESULTS.glob(MODEL_PLANS)) for p in json.loads(path.read_text())["plans"]]
     dispatch.OVERLAP_PRICE = 1.0  # the model's own time, no margin
     count, errors = {}, []
     for name, K, N, M, old, new, measured in [*first_form_plans(), *model_plans]:
