@@ -49,7 +49,7 @@ def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: 
     end, busy = _schedule(launches, num_sms)
     if not clock_drop or len(launches) == 1:
         return end
-    alone = [_schedule((launch,), num_sms)[1] for launch in launches]
+    alone = [_busy_alone(launch, num_sms) for launch in launches]
     for _ in range(50):  # 1-3 rounds at the table's two-launch plans
         clocked = tuple((ctas, per_sm, cta_us * (1 - clock_drop * share) / (1 - clock_drop * busy), dense)
                         for (ctas, per_sm, cta_us, dense), share in zip(launches, alone))
@@ -57,6 +57,12 @@ def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: 
         if abs(end - last) <= 1e-9 * end:
             break
     return end
+
+
+@functools.lru_cache(maxsize=4096)  # a launch recurs across the candidate plans of every M
+def _busy_alone(launch: tuple[int, int, float, int], num_sms: int) -> float:
+    """The share of SMs that ``launch`` alone keeps busy, averaged over its run."""
+    return _schedule((launch,), num_sms)[1]
 
 
 def _schedule(launches: tuple[tuple[int, int, float, int], ...], num_sms: int) -> tuple[float, float]:
@@ -69,6 +75,15 @@ def _schedule(launches: tuple[tuple[int, int, float, int], ...], num_sms: int) -
     on_sm = [[0] * num_sms for _ in launches]  # each launch's CTAs running on each SM
     running = []  # a heap of (end, sm, launch)
     now = busy_sms = busy_area = 0.0
+    # the first launch's waves before its last, at once: each fills every SM's room with its CTAs, which start
+    # and end together, and no other launch's CTA is placed while one of the first's waits, so they run
+    # alone (a launch of 688 CTAs, one an SM: 5 waves of 132 not placed one by one)
+    ctas, per_sm, cta_us, _ = launches[0]
+    skipped = (ctas - 1) // (per_sm * num_sms)
+    if skipped:
+        pending[0] -= skipped * per_sm * num_sms
+        now = skipped * cta_us
+        busy_area = num_sms * now
 
     def find(share: int, least: bool) -> int | None:
         for r in range(share, unit + 1) if least else range(unit, share - 1, -1):
