@@ -69,7 +69,7 @@ EAGER_SIDE_BY_SIDE_US = 100.0
 # changed 13 ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that
 # fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacked; so it stays off
 # (NOTES.md rows 122-125). With that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 59 of the
-# 60 A/B plans so far on their measured side of 1; at a factor of 1.0 its own plans await a held-out A/B
+# 60 A/B plans so far on their measured side of 1; at a factor of 1.02 its own plans await a held-out A/B
 OVERLAP_PRICE = None
 _side_streams: dict[tuple, tuple] = {}
 
