@@ -751,7 +751,8 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
     # under the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar)
     assert plans(4096, 11008, 257) == [(256, 1), (257,)]
     # 4096x12288 M=257: the serial rule's 2 + 255 runs side by side too, priced as 256 + 1 (44.6 us): a plan
-    # priced no lower than the chosen one does not replace it (it ran level with it, NOTES.md row 122)
+    # priced no lower than the chosen one does not replace it (it ran level with it, NOTES.md row 122), nor one
+    # under it by less than SIDE_BY_SIDE_LEVEL's 1% where the chosen one runs side by side too (16 + 241, 0.03%)
     assert plans(4096, 12288, 257) == [(2, 255), (2, 255)]
     # 11008x4096 M=785: 32 + 753 at 119 us serial passes the eager bar, so eager calls run it side by side too
     # (the kernels of 768 + 17, priced 0.1 us under it: the 32 rows' bucket was timed faster than 17's)
@@ -774,6 +775,31 @@ def test_overlap_pricing_keeps_4096_squared_past_m_768_off_the_plan_that_ran_at_
     for m in (770, 800, 850, 890):
         price = lambda rows: shape.side_by_side_price(m, rows, 4096, 4096, 132, False)  # noqa: B023, E731
         assert shape.launches(m, price)[0] != 640, m
+
+
+def test_the_side_by_side_floor_prunes_plans_without_changing_any(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import load_dispatch
+
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+    runs = {"plain": 0, "floored": 0}  # the model's runs each way
+    for factor in (1.02, 1.05):
+        monkeypatch.setattr(dispatch, "OVERLAP_PRICE", factor)
+        for (n, k), shape in table.shapes.items():
+            for m in range(257, 4097, 311):
+                priced = {}
+
+                def price(rows):
+                    priced[rows] = shape.side_by_side_price(m, rows, n, k, 132, False)  # noqa: B023
+                    return priced[rows]
+
+                plain = shape.launches(m, price)
+                assert all(shape.side_by_side_floor(rows) <= us for rows, us in priced.items() if us is not None)
+                runs["plain"] += len(priced)
+                priced.clear()
+                assert shape.launches(m, price, shape.side_by_side_floor) == plain, (k, n, m)
+                runs["floored"] += len(priced)
+    assert runs["floored"] < 0.8 * runs["plain"], runs  # 28,733 of 43,580 when written
 
 
 def test_overlap_pricing_never_leaves_m_on_a_plan_priced_above_the_one_it_replaced(monkeypatch):

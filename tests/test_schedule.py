@@ -121,3 +121,16 @@ def test_filling_the_sms_a_last_wave_leaves_idle_slows_the_largest_launch():
     busy = (2880 + 1080 * ratio) / 3960
     assert side_by_side_us(together, SMS) == pytest.approx(30 * (1 - k * 288 / 396) / (1 - k * busy))
     assert side_by_side_us(together, SMS, clock_drop=0.0) == 30.0
+
+
+def test_the_clock_never_brings_a_plan_under_its_longest_launch_alone():
+    # no CTA runs faster than alone (the clock is not raised where a plan keeps fewer SMs busy than a launch
+    # did alone), so the split rule may prune a plan whose first launch alone already costs too much
+    import random
+
+    rng = random.Random(3)
+    for _ in range(300):
+        launches = tuple((rng.randint(1, 600), per_sm, rng.uniform(1, 50), rng.randint(1, per_sm))
+                         for per_sm in rng.choices((1, 2, 3, 4), k=rng.randint(2, 3)))
+        alone = [side_by_side_us(((c, p, us, p),), SMS) for c, p, us, _ in launches]
+        assert side_by_side_us(launches, SMS) >= max(alone) - 1e-9, launches

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import math
 import os
 from importlib import resources
 from pathlib import Path
@@ -71,6 +72,10 @@ EAGER_SIDE_BY_SIDE_US = 100.0
 # (NOTES.md rows 122-125). With that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 59 of the
 # 60 A/B plans so far on their measured side of 1; at a factor of 1.02 its own plans await a held-out A/B
 OVERLAP_PRICE = None
+# with OVERLAP_PRICE set, a side-by-side plan replaces a chosen plan that itself runs side by side only where
+# priced under this share of it: the model's typical error is 1.4% (NOTES.md row 126), so a finer difference
+# between two of its prices is its noise (4096x12288 M=257: 16 + 241 priced 0.03% under 2 + 255)
+SIDE_BY_SIDE_LEVEL = 0.99
 _side_streams: dict[tuple, tuple] = {}
 
 
@@ -173,7 +178,7 @@ class _ShapeTable:
     def pick(self, m: int) -> Variant:
         return self.variants[self.index(m)]
 
-    def launches(self, m: int, side_by_side=None) -> tuple[int, ...]:
+    def launches(self, m: int, side_by_side=None, floor=None) -> tuple[int, ...]:
         """The rows of each launch that runs M, in A's order: (M,) to run it whole, or full buckets below M
         (each with its pick) and the rest (with the pick of the rest's bucket), where the table's times say
         that is faster than M's own pick.
@@ -191,14 +196,17 @@ class _ShapeTable:
         ``export.two_launches_win``, the rule the export weighs when it picks for a bucket. Ties go to
         fewer launches, then to the larger first one. ``side_by_side(rows)``, where given, prices a plan that
         would run side by side (an A/B setting, ``OVERLAP_PRICE``), or None to keep its summed time: the
-        plan of least price then replaces the one chosen above where it costs less than that one."""
+        plan of least price then replaces the one chosen above where it costs less than that one.
+        ``floor(rows)``, where given, is at most that price wherever there is one: a plan whose floor cannot
+        come under the least price so far, nor under the chosen plan's, is not priced (the same plan, fewer
+        scheduler runs: ``side_by_side_floor``)."""
         i = self.index(m)
         whole = self.whole_us(m) if m <= self.m_maxes[i] else None
         if whole is None:
             return (m,)
         below = [self.m_maxes[j] for j in reversed(self.full) if j < i]  # largest first, each under m
         best = {}  # launches -> (their summed time, their rows)
-        priced_at = {}  # rows -> their side-by-side price, where it is under their summed time
+        candidates = []  # (rows, their summed time), in the loop's order
         for first in below:
             seconds = [r for r in below if r <= first and first + r < m] if MAX_LAUNCHES > 2 else []
             for second in [None] + seconds:
@@ -209,24 +217,30 @@ class _ShapeTable:
                     continue
                 if len(rows) not in best or us < best[len(rows)][0]:
                     best[len(rows)] = (us, rows)
-                priced = side_by_side(rows) if side_by_side is not None else None
-                if priced is not None and priced < us:
-                    priced_at[rows] = priced
+                candidates.append((rows, us))
         chosen_us, chosen = whole, (m,)
         for count in sorted(best):
             us, rows = best[count]
             if two_launches_win(us, chosen_us):
                 chosen_us, chosen = us, rows
+        if side_by_side is None:
+            return chosen
         # the least side-by-side price (its margin its own) replaces only a plan it undercuts, that plan priced
         # as it runs: one it priced lower keeping a plan of more launches from winning would leave M on a
         # plan predicted slower (4096x22016 M=1060: 144 + 916 priced 287.7 us kept 768 + 64 + 228 at 282.9
         # from beating it by SPLIT_GAIN), and a plan priced as the chosen one only churns: level within float
         # rounding too (4096x12288 M=80 at OVERLAP_PRICE 1.0: 8 + 72 priced 24.641999999999992 us against the
         # whole launch's 24.642, its 72 rows on the same pick and the 8 wholly beside them)
-        side = min(priced_at, key=priced_at.get, default=None)  # ties: the first, as the loop ran
-        if side is not None and priced_at[side] < (1 - 1e-9) * min(chosen_us, priced_at.get(chosen, chosen_us)):
-            chosen = side
-        return chosen
+        own = side_by_side(chosen) if len(chosen) > 1 else None
+        bar = (1 - 1e-9) * chosen_us if own is None or own >= chosen_us else SIDE_BY_SIDE_LEVEL * own
+        side, side_us = None, math.inf  # the least price under its plan's summed time; ties: the first
+        for rows, us in candidates:
+            if floor is not None and floor(rows) >= min(side_us, bar):
+                continue  # priced, it could neither be the least nor replace the chosen plan
+            priced = side_by_side(rows)
+            if priced is not None and priced < us and priced < side_us:
+                side, side_us = rows, priced
+        return side if side_us < bar else chosen
 
     def whole_us(self, m: int) -> float | None:
         """What one launch of M's own pick is taken to cost at M (M within the table's buckets), from the
@@ -308,6 +322,14 @@ class _ShapeTable:
                 return None
         us = self.side_by_side_us(launches, N, K, num_sms)
         return None if us is None else OVERLAP_PRICE * us
+
+    def side_by_side_floor(self, launches: tuple[int, ...]) -> float:
+        """At most ``side_by_side_price`` for a plan of ``launches``, wherever it has one, without running the
+        scheduler model: OVERLAP_PRICE times its largest launch's bucket time, which the model never comes
+        under (that launch's CTAs go first, placed and timed as alone, and the clock only slows them; the
+        slack is for float rounding)."""
+        us = self.us[self.index(max(launches))]
+        return 0.0 if us is None else (1 - 1e-12) * OVERLAP_PRICE * us
 
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
@@ -476,11 +498,13 @@ class Dispatcher:
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
-        price = None
+        price = floor = None
         if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
             sms = DeviceLimits.of(device).num_sms
             price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
-        launches = shape.launches(M, price) if self.split and shape is not None and shape.layout == layout else (M,)
+            floor = shape.side_by_side_floor
+        launches = shape.launches(M, price, floor) if self.split and shape is not None and shape.layout == layout \
+            else (M,)
         if len(launches) > 1:
             parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
             if all(v is not None and v == shape.pick(m) for m, v in parts):  # all the table's own picks

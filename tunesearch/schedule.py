@@ -30,6 +30,9 @@ CLOCK_DROP comes from nvidia-smi's clocks (row 125 (f), largest launch alone the
 second each): 11008x4096 M=3150 1745 MHz at 0.727 of the SMs busy, 1560 at 0.975 (0.327);
 4096x22016 M=1120 1610 at 0.869, 1530 at 0.974 (0.336). With it, of the 60 plans the A/Bs changed the
 model puts 59 on their measured side of 1 (57 without), for any CLOCK_DROP from 0.25 to 0.36 (row 126).
+No CTA runs faster than alone: where a plan keeps fewer SMs busy than one of its launches did alone (a
+long tail on a few SMs, a slow plan anyway) its clock is not raised, so a plan never comes under its first
+launch's time alone, a floor the split rule prunes its candidates with (59 of 60 so too).
 """
 import functools
 import heapq
@@ -51,7 +54,7 @@ def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: 
         return end
     alone = [_busy_alone(launch, num_sms) for launch in launches]
     for _ in range(50):  # 1-3 rounds at the table's two-launch plans
-        clocked = tuple((ctas, per_sm, cta_us * (1 - clock_drop * share) / (1 - clock_drop * busy), dense)
+        clocked = tuple((ctas, per_sm, cta_us * max(1.0, (1 - clock_drop * share) / (1 - clock_drop * busy)), dense)
                         for (ctas, per_sm, cta_us, dense), share in zip(launches, alone))
         last, (end, busy) = end, _schedule(clocked, num_sms)
         if abs(end - last) <= 1e-9 * end:
