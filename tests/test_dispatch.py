@@ -777,6 +777,25 @@ def test_overlap_pricing_keeps_4096_squared_past_m_768_off_the_plan_that_ran_at_
         assert shape.launches(m, price)[0] != 640, m
 
 
+def test_overlap_pricing_plans_a_shape_the_table_does_not_hold(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import load_dispatch
+    from tunesearch.variants import DeviceLimits
+
+    mm = load_dispatch()
+    table = next(t for name, t in mm.gpus.items() if "H200" in name)
+    # the price runs for a CUDA device only: the H200's table and a Hopper's limits stand in for one
+    monkeypatch.setattr(mm, "_table_of", lambda device: table)
+    monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(gluon=True)))
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.02)
+    cuda = torch.device("cuda")
+    # a shape the table holds is priced side by side (4096x11008 M=257: 256 + 1 in a capture)...
+    assert [rows for rows, _ in mm.plan(257, 11008, 4096, cuda)] == [256, 1]
+    # ...and one it does not has nothing to price with: its fallback's one launch, as without the setting
+    assert mm._shape_table(1000, 1024, cuda) is None
+    assert [rows for rows, _ in mm.plan(300, 1000, 1024, cuda, layout="base")] == [300]
+
+
 def test_the_side_by_side_floor_prunes_plans_without_changing_any(monkeypatch):
     from tunesearch import dispatch
     from tunesearch.dispatch import load_dispatch

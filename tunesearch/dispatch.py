@@ -499,7 +499,7 @@ class Dispatcher:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
         price = floor = None
-        if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
+        if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda" and shape is not None:
             sms = DeviceLimits.of(device).num_sms
             price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
             floor = shape.side_by_side_floor
