@@ -70,7 +70,9 @@ EAGER_SIDE_BY_SIDE_US = 100.0
 # changed 13 ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that
 # fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacked; so it stays off
 # (NOTES.md rows 122-125). With that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 59 of the
-# 60 A/B plans so far on their measured side of 1; at a factor of 1.02 its own plans await a held-out A/B
+# 60 A/B plans so far on their measured side of 1; at a factor of 1.02 its held-out A/B on the H100 (row 126
+# (i)) changed 35 plans: 30 faster (0.856-0.983), 5 level, none slower. Off until its plans are made at
+# the export: pricing at a key's first call costs up to 0.5 s of host time
 OVERLAP_PRICE = None
 # with OVERLAP_PRICE set, a side-by-side plan replaces a chosen plan that itself runs side by side only where
 # priced under this share of it: the model's typical error is 1.4% (NOTES.md row 126), so a finer difference
