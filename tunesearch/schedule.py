@@ -48,12 +48,13 @@ def side_by_side_us(launches: tuple[tuple[int, int, float, int], ...], num_sms: 
                     clock_drop: float = CLOCK_DROP) -> float:
     """When the last CTA of ``launches`` ((CTAs, CTAs an SM, a CTA's time alone, CTAs an SM alone), ...), in
     priority order, ends, all issued at time 0 on ``num_sms`` SMs, each CTA at the clock of the plan's busy
-    SMs rather than its launch's alone: a fixed point, since the time sets the busy share and it the clock."""
+    SMs rather than its launch's alone, never faster: a fixed point, since the time sets the busy share and it
+    the clock."""
     end, busy = _schedule(launches, num_sms)
     if not clock_drop or len(launches) == 1:
         return end
     alone = [_busy_alone(launch, num_sms) for launch in launches]
-    for _ in range(50):  # 1-3 rounds at the table's two-launch plans
+    for _ in range(50):  # 0-11 rounds at the table's two-launch plans, 5 at the median (the cap slows it)
         clocked = tuple((ctas, per_sm, cta_us * max(1.0, (1 - clock_drop * share) / (1 - clock_drop * busy)), dense)
                         for (ctas, per_sm, cta_us, dense), share in zip(launches, alone))
         last, (end, busy) = end, _schedule(clocked, num_sms)

@@ -1,5 +1,5 @@
-"""Offline: the block scheduler model (``tunesearch/schedule.py``) against the side-by-side A/Bs it is meant
-to predict (NOTES.md rows 124-125).
+"""Offline: the block scheduler model (``tunesearch/schedule.py``) against the side-by-side A/Bs it is meant to
+predict (NOTES.md rows 124-125).
 
     python benchmarks/experiments/schedule_check.py [CLOCK_DROP]   # default: schedule.CLOCK_DROP
 
@@ -7,12 +7,13 @@ For each plan an A/B changed (``device_dispatch_ab.sh``'s "plans differ" rows: t
 time), the ratio the model predicts: each plan's time the model's where the call runs it side by side
 (``overlaps``), else its summed bucket times, by the packaged H200 table. The first two files timed
 ``OVERLAP_PRICE``'s first form (1.06 times the largest launch's time where the others fit its idle SMs by
-``wave_room``), its plans made again here; the others timed the model's own plans at 1.05, the plans of
-the model then (``overlap_ab_plans_….json``, which ``ab_plans.py`` makes from an A/B's bench JSONs): the first model's at M=270..1100 and at held-out M, then
-the mended model's at other held-out M (row 125). Then row 121's two H200 A/Bs of side by side against
-serial on the same plans (CONCURRENT=True with priority; "auto" at held-out M), at the plans ``overlaps``
-picks, and the plans ``side_by_side_parts.py`` took apart (side by side over serial, same call). Last, the
-median of |predicted - measured| over the A/Bs' plans (the model's error where it decides)."""
+``wave_room``), its plans made again here; the others timed the model's own plans at 1.05, the plans of the
+model then (``overlap_ab_plans_….json``, which ``ab_plans.py`` makes from an A/B's bench JSONs): the first
+model's at M=270..1100 and at held-out M, then the mended model's at other held-out M (row 125). Then row
+121's two H200 A/Bs of side by side against serial on the same plans (CONCURRENT=True with priority; "auto" at
+held-out M), at the plans ``overlaps`` picks, and the plans ``side_by_side_parts.py`` took apart (side by side
+over serial, same call). Last, the median of |predicted - measured| over the A/Bs' plans (the model's error
+where it decides)."""
 import json
 import re
 import statistics
