@@ -744,8 +744,8 @@ def test_overlap_pricing_prices_a_plan_side_by_side_only_where_the_call_would_ru
         return [shape.launches(M, lambda rows: shape.side_by_side_price(M, rows, N, K, 132, eager))  # noqa: B023
                 for eager in (False, True)]
 
-    # off (the default): a split plan is priced at its launches' summed times, captured or not
-    assert dispatch.OVERLAP_PRICE is None
+    # on by default at 1.02 (NOTES.md row 127); here 1.05, the factor these plans were written for
+    assert dispatch.OVERLAP_PRICE == 1.02
     monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
     # 4096x11008 M=257: 256 + 1 fits the idle SMs of 256's one wave, priced at 1.05 x 43.0 us in a capture,
     # under the 51.7 us whole; called eagerly it would run serial (53.0 us by the table, under the eager bar)
@@ -813,10 +813,11 @@ def test_the_side_by_side_floor_prunes_plans_without_changing_any(monkeypatch):
                     return priced[rows]
 
                 plain = shape.launches(m, price)
-                assert all(shape.side_by_side_floor(rows) <= us for rows, us in priced.items() if us is not None)
+                assert all(shape.side_by_side_floor(rows, n, k, 132) <= us for rows, us in priced.items() if us is not None)
                 runs["plain"] += len(priced)
                 priced.clear()
-                assert shape.launches(m, price, shape.side_by_side_floor) == plain, (k, n, m)
+                floor = lambda rows: shape.side_by_side_floor(rows, n, k, 132)  # noqa: B023, E731
+                assert shape.launches(m, price, floor) == plain, (k, n, m)
                 runs["floored"] += len(priced)
     assert runs["floored"] < 0.8 * runs["plain"], runs  # 28,733 of 43,580 when written
 
@@ -854,3 +855,89 @@ def test_overlap_pricing_never_leaves_m_on_a_plan_priced_above_the_one_it_replac
                 before = each.table_us(m, rows)
                 before = min(before, priced(rows) or before) if len(rows) > 1 else before
                 assert priced(chosen) < before, (k, n, m, rows, chosen)
+
+
+def test_export_spans_join_consecutive_m_that_share_their_full_buckets():
+    from tunesearch.overlap import _spans
+
+    plans = {390: (384, 6), 385: (8, 377), 386: (8, 378), 387: (8, 379), 388: (384, 4), 700: (512, 64, 124)}
+    assert _spans(plans) == [[385, 387, [8]], [388, 388, [384]], [390, 390, [384]], [700, 700, [512, 64]]]
+    assert _spans({}) == []
+
+
+def test_export_makes_side_by_side_plans_only_with_overlap_price_set(tmp_path, table, monkeypatch):
+    from tunesearch import dispatch
+
+    shape = json.loads(table.read_text())["gpus"][GPU]["shapes"]["256x72"]
+    plans = shape["side_by_side"]
+    assert plans["settings"] == dispatch.side_by_side_settings(1)  # the fixture GPU's one SM
+    # none of these families' grids is modelled, so no M runs side by side: no range
+    assert plans["captured"] == plans["eager"] == []
+    assert plans["buckets"] == dispatch.buckets_digest(shape["buckets"])
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", None)
+    store = Store(f"sqlite:///{tmp_path}/d.db")
+    export(store, tmp_path / "off.json")
+    assert "side_by_side" not in json.loads((tmp_path / "off.json").read_text())["gpus"][GPU]["shapes"]["256x72"]
+
+
+def test_the_packaged_plans_are_the_split_rule_priced_at_the_call():
+    from tunesearch import dispatch
+
+    table = next(t for name, t in load_dispatch().gpus.items() if "H200" in name)
+    N, K = 12288, 4096  # the shape with the most ranges (34 captured, 21 eager when written)
+    shape = table.shapes[(N, K)]
+    settings = dispatch.side_by_side_settings(132)
+    assert shape.side_plans is not None and shape.side_plans[0] == settings, "re-export the packaged table"
+    assert len(shape.side_plans[1]["captured"][1]) > 10
+    floor = lambda rows: shape.side_by_side_floor(rows, N, K, 132)  # noqa: E731
+    for m in range(1, 4200):
+        for eager in (False, True):
+            price = lambda rows: shape.side_by_side_price(m, rows, N, K, 132, eager)  # noqa: B023, E731
+            assert shape.planned(m, eager, settings) == shape.launches(m, price, floor), (m, eager)
+    # another GPU's SMs, another factor: not these plans
+    assert shape.planned(300, False, dispatch.side_by_side_settings(114)) is None
+    assert shape.planned(300, False, {**settings, "overlap_price": 1.05}) is None
+
+
+def test_a_call_takes_the_exports_plan_and_prices_only_where_its_settings_differ(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import _ShapeTable
+    from tunesearch.variants import DeviceLimits
+
+    mm = load_dispatch()
+    table = next(t for name, t in mm.gpus.items() if "H200" in name)
+    monkeypatch.setattr(mm, "_table_of", lambda device: table)  # an H200 stands in for the CUDA device
+    monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(gluon=True)))
+    priced = []
+    real = _ShapeTable.side_by_side_price
+    monkeypatch.setattr(_ShapeTable, "side_by_side_price", lambda self, *a: priced.append(a) or real(self, *a))
+    cuda = torch.device("cuda")
+    # 4096x11008 M=257: 256 + 1 side by side in a capture, one launch eagerly, each from the table's plans
+    assert [rows for rows, _ in mm.plan(257, 11008, 4096, cuda)] == [256, 1]
+    assert [rows for rows, _ in mm.plan(257, 11008, 4096, cuda, eager=True)] == [257]
+    assert [rows for rows, _ in mm.plan(1300, 4096, 11008, cuda)] == [1024, 32, 244]  # the serial rule's
+    assert priced == []
+    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)  # an A/B's factor: priced at the call
+    assert [rows for rows, _ in mm.plan(257, 11008, 4096, cuda)] == [256, 1]
+    assert priced
+
+
+def test_side_by_side_plans_for_other_buckets_are_not_taken_and_bad_ones_are_refused():
+    from tunesearch.dispatch import Dispatcher
+
+    data = json.loads(resources_table().read_text())
+    shapes = data["gpus"]["NVIDIA H200"]["shapes"]
+    shapes["4096x11008"]["buckets"][3]["us"] += 1.0  # a table edited after its export
+    gpu = Dispatcher(data).gpus["NVIDIA H200"]
+    assert gpu.shapes[(11008, 4096)].side_plans is None and gpu.shapes[(12288, 4096)].side_plans is not None
+    for bad in ([[300, 290, [256]]], [[257, 260, [256]], [260, 270, [256]]], [[257, 260, [300]]], [[257, 260]]):
+        broken = json.loads(json.dumps(data))
+        broken["gpus"]["NVIDIA H200"]["shapes"]["4096x12288"]["side_by_side"]["captured"] = bad
+        with pytest.raises(DispatchError, match="4096x12288: bad side_by_side plans"):
+            Dispatcher(broken)
+
+
+def resources_table():
+    from importlib import resources
+
+    return resources.files("tunesearch") / "tables" / "h200.json"

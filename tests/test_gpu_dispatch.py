@@ -150,13 +150,15 @@ def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar
 def test_overlap_pricing_gives_a_capture_its_side_by_side_plan_and_an_eager_call_its_serial_one(monkeypatch):
     from tunesearch import dispatch
 
-    # OVERLAP_PRICE (an A/B setting): 4096x11008 M=257 as 256 + 1 side by side in a capture; eagerly it would
-    # run serial (53 us by the table, under the eager bar), so there M=257's own pick, whole
-    monkeypatch.setattr(dispatch, "OVERLAP_PRICE", 1.05)
+    # OVERLAP_PRICE (on, its plans the export's): 4096x11008 M=257 as 256 + 1 side by side in a capture;
+    # eagerly it would run serial (53 us by the table, under the eager bar), so there M=257's own pick, whole
     monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
     mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
     K, N, M = 4096, 11008, 257
     cuda = torch.device("cuda")
+    settings = dispatch.side_by_side_settings(torch.cuda.get_device_properties(0).multi_processor_count)
+    if not os.environ.get("TUNESEARCH_DISPATCH") and settings["num_sms"] == 132:  # an H100 or H200
+        assert mm._shape_table(N, K, cuda).planned(M, False, settings) == (256, 1)  # the packaged table's plan
     captured_plan, eager_plan = mm.plan(M, N, K, cuda), mm.plan(M, N, K, cuda, eager=True)
     if [r for r, _ in captured_plan] != [256, 1] or len(eager_plan) != 1:
         assert os.environ.get("TUNESEARCH_DISPATCH"), "the packaged table prices M=257 on 4096x11008 so"

@@ -11,6 +11,7 @@ from tunesearch.cli import app
 from tunesearch.db import Store, StoreError, Trial
 from tunesearch.db.transfer import TRIAL_FIELDS, dump_trials, load_trials
 from tunesearch.export import build_table
+from tunesearch.overlap import add_side_by_side_plans
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_ROW = dict(name="gpu-a", capability="9.0", sm_count=132, l2_bytes=50 << 20, memory_bytes=141 << 30,
@@ -187,12 +188,15 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     # 256 and 4096 in _s47, 4096x4096 at M=1025..1792 and M=1, 2, 32 on four shapes searched deeper in
     # _s49, twotile at 4096x22016 M=161 and 192 in _s50, rsmma and twotile re-swept in _s53 after A's row
     # box, the edges above 257 in _s54, rsmma and twotile re-swept with two_box in _s56-_s57 and with a_tail
-    # in _s58-_s59): loaded into an empty store, it gives the same table, field for field.
-    # A kernel edit without a re-sweep, or a table not exported from the dumped trials, fails here.
+    # in _s58-_s59): loaded into an empty store, it gives the same table, field for field, with the
+    # side-by-side plans the export makes from it (tunesearch/overlap.py, about 45 s here).
+    # A kernel edit without a re-sweep, or a table not exported from the dumped trials, fails here; so does
+    # an edit of the split rule or the scheduler model without the plans made again (the table's own
+    # buckets: ``python -m tunesearch.overlap tunesearch/tables/h200.json``).
     table = json.loads((ROOT / "tunesearch/tables/h200.json").read_text())
     store = Store(f"sqlite:///{tmp_path}/h200.db")
     load_trials(store, [ROOT / "benchmarks/results/trials_resume_h200_2026-12-04_s59.jsonl.gz"])
-    rebuilt = build_table(store, current_code_only=True)
+    rebuilt = add_side_by_side_plans(build_table(store, current_code_only=True))
     assert [g.name for g in store.gpus()] == ["NVIDIA H200"]  # one GPU row: one environment throughout
     for t in (table, rebuilt):
         t.pop("created")

@@ -263,7 +263,8 @@ def export(
 
     store = _open_store(db, create=False)
     try:
-        table = do_export(store, path, gpu=gpu, merge=merge, current_code_only=current_code_only)
+        table = do_export(store, path, gpu=gpu, merge=merge, current_code_only=current_code_only,
+                          progress=lambda label: console.print(f"side-by-side plans: {label}", soft_wrap=True))
     except (ValueError, DispatchError) as exc:
         _fail(str(exc), 1)
     n = sum(len(s["buckets"]) for g in table["gpus"].values() for s in g["shapes"].values())

@@ -19,6 +19,9 @@ JSON only: no code from the file is ever executed.
 from __future__ import annotations
 
 import bisect
+import functools
+import hashlib
+import inspect
 import json
 import logging
 import math
@@ -33,7 +36,7 @@ from tunesearch.variants.api import check_inputs, input_grad, interpreting, make
 from tunesearch.variants.layout import LAYOUTS, check_packed, layout_of, to_base, to_layout
 from tunesearch.variants.space import CUBLAS_FAMILIES, launch_waves, token_tiles
 
-from . import schedule
+from . import export, schedule
 from .export import READABLE_SCHEMAS, SCHEMA, merge_tables, two_launches_win
 from .shapes import edge_keys
 
@@ -62,18 +65,18 @@ OVERLAP_SLACK = 1.5
 # puts under this many us is host-bound (4096x12288 M=257: 73-89 us a call side by side, 54-57 one after the
 # other, where a graph replays it in 44.6 against 53.5), so it stays serial unless a graph is being captured
 EAGER_SIDE_BY_SIDE_US = 100.0
-# an A/B setting, off: where set (e.g. 1.05), the split rule prices a plan that runs side by side
-# (``overlaps``) at this many times the block scheduler model's time (``_ShapeTable.side_by_side_price``)
-# rather than its launches' summed times. Its first form, this factor times the largest launch's time where
-# the others fit its idle SMs, lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts. The
-# model, mended for M=450's miss (later launches packed into freed SMs), held out on the H100: of 18 plans it
-# changed 13 ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that
-# fills the SMs a last wave leaves idle lowers the SM clock (power cap), which it lacked; so it stays off
-# (NOTES.md rows 122-125). With that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 59 of the
-# 60 A/B plans so far on their measured side of 1; at a factor of 1.02 its held-out A/B on the H100 (row 126
-# (i)) changed 35 plans: 30 faster (0.856-0.983), 5 level, none slower. Off until its plans are made at
-# the export: pricing at a key's first call costs up to 0.5 s of host time
-OVERLAP_PRICE = None
+# where set, the split rule prices a plan that runs side by side (``overlaps``) at this many times the block
+# scheduler model's time (``_ShapeTable.side_by_side_price``) rather than its launches' summed times; None:
+# summed (an A/B setting). Its first form, this factor times the largest launch's time where the others fit
+# its idle SMs, lost 19-20% at 4096^2 M=770..890 on the H100, which the model predicts. The model, mended
+# for M=450's miss (later launches packed into freed SMs), held out on the H100: of 18 plans it changed 13
+# ran 0.918-0.987 of their former ones, 4 level, and 11008x4096 M=3150 1.029x, where a plan that fills the
+# SMs a last wave leaves idle lowers the SM clock (power cap), which it lacked (NOTES.md rows 122-125). With
+# that clock term (``schedule.CLOCK_DROP``, row 126) the model puts 94 of the 95 A/B plans so far on their
+# measured side of 1; at 1.02 its held-out A/B on the H100 (row 126 (i)) changed 35 plans: 30 faster
+# (0.856-0.983), 5 level, none slower. The export makes its plans (``overlap.py``, row 127): a call takes
+# them from the table, and prices them itself only where they were made with other settings
+OVERLAP_PRICE = 1.02
 # with OVERLAP_PRICE set, a side-by-side plan replaces a chosen plan that itself runs side by side only where
 # priced under this share of it: the model's typical error is 1.4% (NOTES.md row 126), so a finer difference
 # between two of its prices is its noise (4096x12288 M=257: 16 + 241 priced 0.03% under 2 + 255)
@@ -136,10 +139,55 @@ def read_table(path) -> dict:
     return data
 
 
-class _ShapeTable:
-    __slots__ = ("m_maxes", "variants", "us", "full", "ends", "group_size", "layout")
+@functools.cache
+def _rule_code() -> str:
+    """A digest of the code the split rule's side-by-side plans come from (the block scheduler model and
+    ``_ShapeTable``): plans made by other code are not this tunesearch's."""
+    try:
+        text = inspect.getsource(schedule) + inspect.getsource(_ShapeTable)
+    except (OSError, TypeError):  # no source to read (a frozen install): no stored plan is taken as its own
+        return "unknown"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base"):
+
+def side_by_side_settings(num_sms: int) -> dict:
+    """What the split rule's side-by-side plans depend on besides the table's buckets, read now (an A/B
+    may set any of them): a table's stored plans (``_ShapeTable.planned``) serve only calls made with the
+    same."""
+    return {"overlap_price": OVERLAP_PRICE, "concurrent": CONCURRENT, "clock_drop": schedule.CLOCK_DROP,
+            "level": SIDE_BY_SIDE_LEVEL, "overlap_slack": OVERLAP_SLACK, "eager_us": EAGER_SIDE_BY_SIDE_US,
+            "max_launches": MAX_LAUNCHES, "split_gain": export.SPLIT_GAIN, "num_sms": num_sms,
+            "rule": _rule_code()}
+
+
+def buckets_digest(buckets: list[dict]) -> str:
+    """A digest of what a shape's split rule reads from its buckets (their M, picks and times)."""
+    rows = [[b.get("m_max"), b.get("variant"), b.get("us"), b.get("edge")] for b in buckets]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _read_side_plans(data, where: str) -> tuple[dict, dict]:
+    """A shape's ``side_by_side`` entry (``tunesearch.overlap.side_by_side_plans``) as (its settings, for
+    each of "captured" and "eager" the ranges' first M and the ranges (lo, hi, full buckets' rows))."""
+    try:
+        settings, modes = dict(data["settings"]), {}
+        for mode in ("captured", "eager"):
+            spans = [(int(lo), int(hi), tuple(int(r) for r in rows)) for lo, hi, rows in data[mode]]
+            if any(lo > hi or not rows or sum(rows) >= lo for lo, hi, rows in spans) or \
+                    any(a[1] >= b[0] for a, b in zip(spans, spans[1:])):
+                raise ValueError(f"{mode} ranges must ascend apart, each M past its full buckets' rows")
+            modes[mode] = ([lo for lo, _, _ in spans], spans)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DispatchError(f"{where}: bad side_by_side plans: {exc}") from None
+    return settings, modes
+
+
+class _ShapeTable:
+    __slots__ = ("m_maxes", "variants", "us", "full", "ends", "group_size", "layout", "side_plans", "_us_at",
+                 "_grids")
+
+    def __init__(self, buckets: list[dict], group_size: int, where: str, layout: str = "base",
+                 side_plans: dict | None = None):
         rows = []
         for b in buckets:
             try:
@@ -173,6 +221,13 @@ class _ShapeTable:
                 self.ends.append((edge[0], edge[1], us))
             else:
                 self.ends.append(None)
+        # each M's bucket time up to the largest bucket, and per (N, K, SMs) each M's ``grid`` as asked: the
+        # split rule weighs thousands of launches of the same rows (a key's first call, the export's plans)
+        self._us_at = [self.us[self.index(m)] for m in range(self.m_maxes[-1] + 1)]
+        self._grids = {}
+        # plans made for other buckets (a table edited since its export) are not these buckets' plans
+        own = side_plans is not None and side_plans.get("buckets") == buckets_digest(buckets)
+        self.side_plans = _read_side_plans(side_plans, where) if own else None
 
     def index(self, m: int) -> int:
         return min(bisect.bisect_left(self.m_maxes, m), len(self.m_maxes) - 1)
@@ -212,11 +267,11 @@ class _ShapeTable:
         for first in below:
             seconds = [r for r in below if r <= first and first + r < m] if MAX_LAUNCHES > 2 else []
             for second in [None] + seconds:
-                rows = (first,) if second is None else (first, second)
-                rows += (m - sum(rows),)
-                us = self.table_us(m, rows)
-                if us is None:
+                rows = (first, m - first) if second is None else (first, second, m - first - second)
+                times = [self._us_at[r] for r in rows]  # as ``table_us``, which this loop runs too often to call
+                if None in times:
                     continue
+                us = sum(times)
                 if len(rows) not in best or us < best[len(rows)][0]:
                     best[len(rows)] = (us, rows)
                 candidates.append((rows, us))
@@ -237,12 +292,26 @@ class _ShapeTable:
         bar = (1 - 1e-9) * chosen_us if own is None or own >= chosen_us else SIDE_BY_SIDE_LEVEL * own
         side, side_us = None, math.inf  # the least price under its plan's summed time; ties: the first
         for rows, us in candidates:
-            if floor is not None and floor(rows) >= min(side_us, bar):
-                continue  # priced, it could neither be the least nor replace the chosen plan
+            if floor is not None and floor(rows) >= min(side_us, bar, us):
+                continue  # priced, it could not beat its own summed time, be the least, or replace the chosen plan
             priced = side_by_side(rows)
             if priced is not None and priced < us and priced < side_us:
                 side, side_us = rows, priced
         return side if side_us < bar else chosen
+
+    def planned(self, m: int, eager: bool, settings: dict) -> tuple[int, ...] | None:
+        """``launches`` for M as priced side by side, from the plans the export made (``side_plans``) with
+        ``settings`` (``side_by_side_settings``), for a call made eagerly or in a graph capture; None where
+        the table holds none made with those settings (another OVERLAP_PRICE, another GPU's SM count, another
+        rule)."""
+        if self.side_plans is None or self.side_plans[0] != settings:
+            return None
+        starts, spans = self.side_plans[1]["eager" if eager else "captured"]
+        j = bisect.bisect_right(starts, m) - 1
+        if j >= 0 and m <= spans[j][1]:
+            rows = spans[j][2]  # the full buckets; the rest is M's
+            return rows + (m - sum(rows),)
+        return self.launches(m)
 
     def whole_us(self, m: int) -> float | None:
         """What one launch of M's own pick is taken to cost at M (M within the table's buckets), from the
@@ -274,18 +343,32 @@ class _ShapeTable:
             return min(edge_us, max_us)
         return edge_us + (max_us - edge_us) * (tiles - at_edge) / (at_max - at_edge)
 
+    def grid(self, rows: int, N: int, K: int, num_sms: int) -> tuple[float, int, int, float] | None:
+        """(its bucket time, its CTAs, the CTAs that run at once, its CTAs' work spread evenly over the SMs in
+        us) of a launch of ``rows`` by its bucket's pick (``space.launch_waves``); None where the table or the
+        family cannot say."""
+        known = self._grids.setdefault((N, K, num_sms), {})
+        if rows not in known:
+            v, us = self.pick(rows), self.us[self.index(rows)]
+            waves = launch_waves(v.family, v.params, rows, N, K, num_sms)
+            if waves is None or us is None:
+                known[rows] = None
+            else:  # a wave's time x the SMs' share its CTAs fill
+                ctas, at_once = waves
+                known[rows] = (us, ctas, at_once, us * ctas / (-(-ctas // at_once) * at_once))
+        return known[rows]
+
     def wave_room(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> tuple[float, float, float] | None:
         """(the later launches' bucket times summed, the idle SMs' share of one of the largest launch's waves
         in us, the largest's bucket time) for a plan of several launches: the largest's wave takes its bucket
         time over its waves (``space.launch_waves``), and its last wave leaves the rest of the SMs idle.
         None where the table or the family cannot say."""
         first, *later = sorted(launches, reverse=True)
-        v = self.pick(first)
-        waves = launch_waves(v.family, v.params, first, N, K, num_sms)
-        first_us, later_us = self.us[self.index(first)], [self.us[self.index(r)] for r in later]
-        if not later or waves is None or first_us is None or None in later_us:
+        grid = self.grid(first, N, K, num_sms)
+        later_us = [self.us[self.index(r)] for r in later]
+        if not later or grid is None or None in later_us:
             return None
-        ctas, at_once = waves
+        first_us, ctas, at_once, _ = grid
         count = -(-ctas // at_once)  # its waves
         idle = 1 - (ctas - (count - 1) * at_once) / at_once  # the share of the SMs its last wave leaves
         return sum(later_us), idle * first_us / count, first_us
@@ -297,11 +380,10 @@ class _ShapeTable:
         say."""
         waves = []
         for rows in sorted(launches, reverse=True):
-            v, us = self.pick(rows), self.us[self.index(rows)]
-            grid = launch_waves(v.family, v.params, rows, N, K, num_sms)
-            if grid is None or us is None:
+            grid = self.grid(rows, N, K, num_sms)
+            if grid is None:
                 return None
-            ctas, at_once = grid
+            us, ctas, at_once, _ = grid
             per_sm, count = at_once // num_sms, -(-ctas // at_once)
             alone = per_sm if count > 1 else min(per_sm, -(-ctas // num_sms))  # as the table timed it
             waves.append((ctas, per_sm, us / count, alone))
@@ -325,13 +407,20 @@ class _ShapeTable:
         us = self.side_by_side_us(launches, N, K, num_sms)
         return None if us is None else OVERLAP_PRICE * us
 
-    def side_by_side_floor(self, launches: tuple[int, ...]) -> float:
+    def side_by_side_floor(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> float:
         """At most ``side_by_side_price`` for a plan of ``launches``, wherever it has one, without running the
-        scheduler model: OVERLAP_PRICE times its largest launch's bucket time, which the model never comes
-        under (that launch's CTAs go first, placed and timed as alone, and the clock only slows them; the
-        slack is for float rounding)."""
-        us = self.us[self.index(max(launches))]
-        return 0.0 if us is None else (1 - 1e-12) * OVERLAP_PRICE * us
+        scheduler model: OVERLAP_PRICE times the larger of two times the model never comes under (the slack is
+        for float rounding): its largest launch's bucket time (that launch's CTAs go first, placed and timed as
+        alone, and the clock only slows them) and its CTAs' work spread evenly over the SMs (each CTA holds
+        its share of an SM for at least its time alone). Infinite where the model cannot price it."""
+        known = self._grids.get((N, K, num_sms), {})
+        largest = work = 0.0
+        for rows in launches:
+            grid = known[rows] if rows in known else self.grid(rows, N, K, num_sms)
+            if grid is None:
+                return math.inf
+            largest, work = max(largest, grid[0]), work + grid[3]
+        return (1 - 1e-12) * OVERLAP_PRICE * max(largest, work)
 
     def overlaps(self, launches: tuple[int, ...], N: int, K: int, num_sms: int) -> bool:
         """Whether a split call's later launches should run beside its largest one: where that one's last wave
@@ -370,7 +459,8 @@ class _GPUTable:
             layout = shape.get("layout", "base")
             if layout not in LAYOUTS:
                 raise DispatchError(f"{where}: shape {label!r} has unknown layout {layout!r}")
-            self.shapes[(n, k)] = _ShapeTable(shape.get("buckets") or [], g, f"{where} shape {label}", layout)
+            self.shapes[(n, k)] = _ShapeTable(shape.get("buckets") or [], g, f"{where} shape {label}", layout,
+                                              shape.get("side_by_side"))
 
 
 def _capability_distance(a: str, b: str) -> float:
@@ -500,13 +590,18 @@ class Dispatcher:
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
-        price = floor = None
-        if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda" and shape is not None:
-            sms = DeviceLimits.of(device).num_sms
-            price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
-            floor = shape.side_by_side_floor
-        launches = shape.launches(M, price, floor) if self.split and shape is not None and shape.layout == layout \
-            else (M,)
+        launches = (M,)
+        if self.split and shape is not None and shape.layout == layout:
+            launches = None
+            if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
+                sms = DeviceLimits.of(device).num_sms
+                launches = shape.planned(M, eager, side_by_side_settings(sms))  # the export's, else priced now
+                if launches is None:
+                    price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
+                    floor = lambda rows: shape.side_by_side_floor(rows, N, K, sms)  # noqa: E731
+                    launches = shape.launches(M, price, floor)
+            if launches is None:
+                launches = shape.launches(M)
         if len(launches) > 1:
             parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
             if all(v is not None and v == shape.pick(m) for m, v in parts):  # all the table's own picks

@@ -242,10 +242,15 @@ def for_gpu(store: Store, gpu: str | None) -> str:
 
 
 def export(store: Store, path, gpu: str | None = None, merge: bool = False,
-           current_code_only: bool = False) -> dict:
+           current_code_only: bool = False, progress=None) -> dict:
+    """Write the store's table to ``path`` with its side-by-side plans (``overlap.add_side_by_side_plans``,
+    told ``progress``)."""
+    from .overlap import add_side_by_side_plans  # it reads the dispatch, which reads this module
+
     table = build_table(store, gpu, current_code_only)
     if not table["gpus"]:
         raise ValueError(f"the store {store.url} has no successful trials" + for_gpu(store, gpu))
+    add_side_by_side_plans(table, progress)
     if merge and Path(path).exists():
         from .dispatch import read_table
 

@@ -45,7 +45,8 @@ def main(factor=1.05, shown=6):
         for m in range(2, 4097):
             old = shape.launches(m)
             price = lambda rows: shape.side_by_side_price(m, rows, N, K, SMS, eager=False)  # noqa: B023, E731
-            new = shape.launches(m, price, shape.side_by_side_floor)
+            floor = lambda rows: shape.side_by_side_floor(rows, N, K, SMS)  # noqa: B023, E731
+            new = shape.launches(m, price, floor)
             if new != old:
                 changed.append((m, old, new, plan_us(shape, m, old, N, K), plan_us(shape, m, new, N, K)))
         faster = [c for c in changed if c[4] < 0.97 * c[3]]
