@@ -141,10 +141,12 @@ def read_table(path) -> dict:
 
 @functools.cache
 def _rule_code() -> str:
-    """A digest of the code the split rule's side-by-side plans come from (the block scheduler model and
-    ``_ShapeTable``): plans made by other code are not this tunesearch's."""
+    """A digest of the code the split rule's side-by-side plans come from (the block scheduler model,
+    ``_ShapeTable``, the launches' grids and tiles, the rule's bar): plans made by other code are not this
+    tunesearch's."""
     try:
-        text = inspect.getsource(schedule) + inspect.getsource(_ShapeTable)
+        text = "".join(inspect.getsource(code) for code in (schedule, _ShapeTable, launch_waves, token_tiles,
+                                                               two_launches_win))
     except (OSError, TypeError):  # no source to read (a frozen install): no stored plan is taken as its own
         return "unknown"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -167,7 +169,7 @@ def buckets_digest(buckets: list[dict]) -> str:
 
 
 def _read_side_plans(data, where: str) -> tuple[dict, dict]:
-    """A shape's ``side_by_side`` entry (``tunesearch.overlap.side_by_side_plans``) as (its settings, for
+    """A shape's ``side_by_side`` entry (``tunesearch.overlap.shape_plans``) as (its settings, for
     each of "captured" and "eager" the ranges' first M and the ranges (lo, hi, full buckets' rows))."""
     try:
         settings, modes = dict(data["settings"]), {}
