@@ -819,7 +819,8 @@ def test_the_side_by_side_floor_prunes_plans_without_changing_any(monkeypatch):
                 floor = lambda rows: shape.side_by_side_floor(rows, n, k, 132)  # noqa: B023, E731
                 assert shape.launches(m, price, floor) == plain, (k, n, m)
                 runs["floored"] += len(priced)
-    assert runs["floored"] < 0.8 * runs["plain"], runs  # 28,733 of 43,580 when written
+    # 6,239 of 43,580 with the CTA work in the floor (28,733 with the largest launch's time alone)
+    assert runs["floored"] < 0.2 * runs["plain"], runs
 
 
 def test_overlap_pricing_never_leaves_m_on_a_plan_priced_above_the_one_it_replaced(monkeypatch):
