@@ -924,9 +924,9 @@ def test_a_call_takes_the_exports_plan_and_prices_only_where_its_settings_differ
 
 
 def test_side_by_side_plans_for_other_buckets_are_not_taken_and_bad_ones_are_refused():
-    from tunesearch.dispatch import Dispatcher
+    from tunesearch.dispatch import Dispatcher, packaged_tables
 
-    data = json.loads(resources_table().read_text())
+    data = packaged_tables()
     shapes = data["gpus"]["NVIDIA H200"]["shapes"]
     shapes["4096x11008"]["buckets"][3]["us"] += 1.0  # a table edited after its export
     gpu = Dispatcher(data).gpus["NVIDIA H200"]
@@ -936,9 +936,3 @@ def test_side_by_side_plans_for_other_buckets_are_not_taken_and_bad_ones_are_ref
         broken["gpus"]["NVIDIA H200"]["shapes"]["4096x12288"]["side_by_side"]["captured"] = bad
         with pytest.raises(DispatchError, match="4096x12288: bad side_by_side plans"):
             Dispatcher(broken)
-
-
-def resources_table():
-    from importlib import resources
-
-    return resources.files("tunesearch") / "tables" / "h200.json"

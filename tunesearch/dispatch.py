@@ -592,18 +592,17 @@ class Dispatcher:
         if layout is None:
             layout = self.layout_for(N, K, device)
         shape = self._shape_table(N, K, device)
-        launches = (M,)
-        if self.split and shape is not None and shape.layout == layout:
-            launches = None
-            if OVERLAP_PRICE is not None and CONCURRENT is not False and device.type == "cuda":
-                sms = DeviceLimits.of(device).num_sms
-                launches = shape.planned(M, eager, side_by_side_settings(sms))  # the export's, else priced now
-                if launches is None:
-                    price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
-                    floor = lambda rows: shape.side_by_side_floor(rows, N, K, sms)  # noqa: E731
-                    launches = shape.launches(M, price, floor)
+        if not self.split or shape is None or shape.layout != layout:
+            launches = (M,)
+        elif OVERLAP_PRICE is None or CONCURRENT is False or device.type != "cuda":
+            launches = shape.launches(M)
+        else:
+            sms = DeviceLimits.of(device).num_sms
+            launches = shape.planned(M, eager, side_by_side_settings(sms))  # the export's, else priced now
             if launches is None:
-                launches = shape.launches(M)
+                price = lambda rows: shape.side_by_side_price(M, rows, N, K, sms, eager)  # noqa: E731
+                floor = lambda rows: shape.side_by_side_floor(rows, N, K, sms)  # noqa: E731
+                launches = shape.launches(M, price, floor)
         if len(launches) > 1:
             parts = [(rows, self.resolve(rows, N, K, device, layout)) for rows in launches]
             if all(v is not None and v == shape.pick(m) for m, v in parts):  # all the table's own picks

@@ -32,7 +32,6 @@ def _spans(plans: dict[int, tuple[int, ...]]) -> list[list]:
 def shape_plans(shape: dispatch._ShapeTable, N: int, K: int, num_sms: int) -> dict:
     """A shape's ``side_by_side`` entry at the dispatch's settings now: for "captured" and "eager" calls,
     the ranges of M (up to its largest bucket) whose side-by-side plan is not the serial rule's."""
-    out: dict = {"settings": dispatch.side_by_side_settings(num_sms)}
     floor = lambda rows: shape.side_by_side_floor(rows, N, K, num_sms)  # noqa: E731
     changed: dict = {"captured": {}, "eager": {}}
     for m in range(2, shape.m_maxes[-1] + 1):
@@ -42,7 +41,7 @@ def shape_plans(shape: dispatch._ShapeTable, N: int, K: int, num_sms: int) -> di
             launches = shape.launches(m, price, floor)
             if launches != serial:
                 changed[mode][m] = launches
-    return {**out, **{mode: _spans(plans) for mode, plans in changed.items()}}
+    return {"settings": dispatch.side_by_side_settings(num_sms), **{mode: _spans(p) for mode, p in changed.items()}}
 
 
 def add_side_by_side_plans(table: dict, progress: Callable[[str], None] | None = None) -> dict:
