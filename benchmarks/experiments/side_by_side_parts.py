@@ -1,16 +1,18 @@
 """A side-by-side plan taken apart, graph-timed with rotation (NOTES.md row 124, plan item 2).
 
-    python benchmarks/experiments/side_by_side_parts.py OUT [K,N,M ...]
+    [PRICE=1.05] python benchmarks/experiments/side_by_side_parts.py OUT [K,N,M ...]
 
-For each key, the plan ``OVERLAP_PRICE`` (1.05) gives it, and in one process: M whole (its own pick, one
+For each key, the plan ``OVERLAP_PRICE`` gives it (PRICE, default the dispatch's own: then the plan is the
+packaged table's), and in one process: M whole (its own pick, one
 launch), each launch of the plan alone (its rows with its own pick), the launches one after another on one
 stream, and side by side as the dispatch runs them (largest first, on the stream of highest priority),
 beside what the scheduler model and the table say (``_ShapeTable.side_by_side_us``, the H200's times). Each
-the least of three graph medians. Default keys: the one plan of the model's that lost (4096x12288 M=450: 384
-+ 66, 1.076x the whole launch), one like it not yet timed (M=480: 384 + 96), the other plan with a twotile
-launch (4096x22016 M=1100, 0.999x where 0.979 was predicted), and three that won as predicted. Writes
-OUT/side_by_side_parts.json."""
+the least of three graph medians. Default keys (the plans at 1.02, row 127 (e)): the one that ran level
+where 0.932 was predicted (4096x12288 M=450: 128 + 322), M=420 of the same shape (256 + 164, model
+equal to serial), and three that won as predicted (4096x11008 M=270: 256 + 14; 4096x4096 M=780 and 11008x4096
+M=780: 768 + 12). Writes OUT/side_by_side_parts.json. (Rows 124-125 took apart the plans of 1.05.)"""
 import json
+import os
 import sys
 
 import torch
@@ -19,8 +21,8 @@ from tunesearch import dispatch, load_dispatch
 from tunesearch.bench import Operands, graph_time
 from tunesearch.gpu import gpu_info
 
-KEYS = [(4096, 12288, 450), (4096, 12288, 480), (4096, 22016, 1100), (4096, 4096, 800), (4096, 11008, 270),
-        (11008, 4096, 400)]
+KEYS = [(4096, 12288, 450), (4096, 12288, 420), (4096, 11008, 270), (4096, 4096, 780), (11008, 4096, 780)]
+PRICE = float(os.environ.get("PRICE", dispatch.OVERLAP_PRICE))
 
 
 def timed(fn, ops):
@@ -29,12 +31,12 @@ def timed(fn, ops):
 
 
 def plan_parts(M, N, K, whole, l2_bytes):
-    """``dispatch.OVERLAP_PRICE`` set to 1.05 (the caller resets it once the side-by-side call has run: its
+    """``dispatch.OVERLAP_PRICE`` set to PRICE (the caller resets it once the side-by-side call has run: its
     entry is built then), a fresh dispatcher (plans are fixed per entry), the plan it gives (M, N, K), which
     must run side by side, the calls ``fn(a, packed, scales)`` that take it apart (the whole launch on
     ``whole``, a dispatcher that never splits; each launch alone, its rows on its own pick; the launches one
     after another on one stream; side by side as the dispatch runs them) and the rotated operands."""
-    dispatch.OVERLAP_PRICE = 1.05
+    dispatch.OVERLAP_PRICE = PRICE
     split = load_dispatch()
     cuda = torch.device("cuda")
     plan = [r for r, _ in split.plan(M, N, K, cuda)]
