@@ -87,6 +87,9 @@ def main(out, keys=KEYS):
     rows = []
     for K, N, M in keys:
         _, plan, runs, ops = plan_parts(M, N, K, whole, l2)
+        if runs is None:
+            print(f"{K}x{N} M={M} {plan}: not side by side, skipped")
+            continue
         rounds = int(os.environ.get("ROUNDS", "1"))
         if rounds > 1:
             largest = f"{max(plan)} alone"
