@@ -9,10 +9,10 @@ of its own rows as the sweep timed its bucket), the launches one after another o
 as the dispatch runs them (largest first, on the stream of highest priority), beside what the scheduler model
 and the table say (``_ShapeTable.side_by_side_us``, the H200's times). Each the least of three graph medians.
 Default keys (the plans at 1.02, row 127 (e)): the one that ran level where 0.932 was predicted (4096x12288
-M=450: 128 + 322; row 128 (b): its 128 rows ran 29.0 us sliced from M=450's operands against their bucket's
-25.1), M=470 of the same shape (128 + 342), and three that won as predicted (4096x11008 M=270: 256 + 14;
-4096x4096 M=780 and 11008x4096 M=780: 768 + 12). Writes OUT/side_by_side_parts.json. (Rows 124-125 took apart
-the plans of 1.05.)"""
+M=450: 128 + 322; row 128 (b): its 128 rows ran 29.0 us against their bucket's 25.1, the clock's drift, not
+the slice: the model's CTA time is what misses), M=470 of the same shape (128 + 342), and three that won as
+predicted (4096x11008 M=270: 256 + 14; 4096x4096 M=780 and 11008x4096 M=780: 768 + 12). Writes
+OUT/side_by_side_parts.json. (Rows 124-125 took apart the plans of 1.05.)"""
 import json
 import os
 import sys
