@@ -300,6 +300,15 @@ class Store:
                 q = q.filter_by(status=status)
             return list(s.scalars(q.order_by(Trial.id)))
 
+    def other_gpus_trials(self, key: Key, status: str | None = "ok") -> list[Trial]:
+        """The trials of ``key``'s M, shape, group size and layout timed on any GPU but ``key.gpu``."""
+        with self.session() as s:
+            q = select(Trial).filter_by(m=key.m, n=key.n, k=key.k, group_size=key.group_size,
+                                        layout=key.layout).filter(Trial.gpu_name != key.gpu)
+            if status:
+                q = q.filter_by(status=status)
+            return list(s.scalars(q.order_by(Trial.id)))
+
     def best_trials(self, gpu: str | None = None, code_of=None) -> list[Trial]:
         """The fastest ok trial per (GPU, N, K, G, layout, M): of any code version, or with ``code_of``
         ((family, layout) -> kernel code) only those measured with their family's code."""

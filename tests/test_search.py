@@ -390,6 +390,53 @@ def test_a_buckets_smallest_m_times_the_buckets_fastest_few_first(tmp_path):
     assert len(initial_queue(seeds, [], trials=6, space_size=len(edge.space))) == 3  # an ordinary key: half
 
 
+def test_a_gpu_new_to_the_store_times_another_gpus_fastest_at_the_key_first(tmp_path):
+    """A GPU with no trials of its own starts each key from what won it on the GPUs already swept, fastest
+    first, those of this code before those of an older one; a key of another M, shape or layout lends
+    nothing, and a GPU's own winners come before another's."""
+    from tunesearch.search import gpu_twin_seeds, initial_queue, key_seeds
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    N, K = 11008, 4096
+    spread = spread_variants(16, N, K, 128)
+    done = Key("gpu-a", 16, N, K, 128)
+    fast = spread[5]
+    swept = KeySearch(store, Landscape(fast.id), done, code="c", gpu_id=1, sweep_id=None, versions={}, seed=0)
+    swept.enqueue(spread[:8])
+    swept.run(8, deadline=time.time() + 120)
+    ranked = [Variant.from_id(t.variant_id) for t in sorted(store.trials(done, status="ok"), key=lambda t: t.us)]
+    class Fastest(Landscape):
+        def measure(self, variant):
+            return Result("ok", None, 1.0, 0.0, 0.0)
+
+    old = KeySearch(store, Fastest(spread[9].id), done, code="older", gpu_id=1, sweep_id=None, versions={},
+                    seed=0)
+    old.enqueue([spread[9]])  # the fastest time of all, but of an older code
+    old.run(1, deadline=time.time() + 120)
+    assert min(store.trials(done), key=lambda t: t.us).variant_id == spread[9].id
+    elsewhere = KeySearch(store, Landscape(spread[10].id), Key("gpu-a", 32, N, K, 128), code="c", gpu_id=1,
+                          sweep_id=None, versions={}, seed=0)
+    elsewhere.enqueue([spread[10]])
+    elsewhere.run(1, deadline=time.time() + 120)
+
+    new_key = Key("gpu-b", 16, N, K, 128)
+    new = KeySearch(store, Landscape(fast.id), new_key, code="c", gpu_id=2, sweep_id=None, versions={}, seed=0)
+    twins = gpu_twin_seeds(store, new_key, new.codes, limit=10)
+    assert twins[0] == fast and twins[:8] == ranked and twins[8] == spread[9] and spread[10] not in twins
+    assert gpu_twin_seeds(store, Key("gpu-b", 16, N, K, 128, "frag32"), new.codes) == []
+    assert gpu_twin_seeds(store, done, swept.codes) == []  # a GPU is no twin of itself
+    seeds, at_edge = key_seeds(store, new_key, [16, 32], new)
+    assert not at_edge and seeds[:4] == ranked[:4]
+    assert initial_queue(seeds, spread, trials=8, space_size=len(new.space)) == ranked[:4]
+    # once gpu-b has its own winner at the next larger M, that comes first
+    mine = KeySearch(store, Landscape(spread[11].id), Key("gpu-b", 32, N, K, 128), code="c", gpu_id=2,
+                     sweep_id=None, versions={}, seed=0)
+    mine.enqueue([spread[11]])
+    mine.run(1, deadline=time.time() + 120)
+    seeds, _ = key_seeds(store, new_key, [16, 32], new)
+    assert seeds[0] == spread[11] and seeds[1:5] == ranked[:4]
+
+
 class SlowCompiler:
     """A compile pool whose round takes past the key's deadline (the clock below jumps)."""
 

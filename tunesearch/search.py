@@ -480,6 +480,16 @@ def layout_twin_seeds(store: Store, key: Key, families, limit: int = 4) -> list[
     return _distinct_variants((t.variant_id for t in sorted(twins, key=lambda t: t.us)), limit)
 
 
+def gpu_twin_seeds(store: Store, key: Key, codes: dict[str, str], limit: int = 4) -> list[Variant]:
+    """The same (M, shape, layout) key's fastest variants timed on other GPUs, this code's first, of the
+    families searched here (``codes``: family -> this code). A GPU new to the store has no winners of its
+    own to start from, and the H200's picks were the H100's fastest too at every key searched on both
+    (NOTES.md rows 123 (d), 125 (d)), so another GPU's winners are the likeliest ones here."""
+    twins = [t for t in store.other_gpus_trials(key) if t.family in codes]
+    ranked = sorted(twins, key=lambda t: (t.code_version != codes[t.family], t.us))
+    return _distinct_variants((t.variant_id for t in ranked), limit)
+
+
 EDGE_CANDIDATES = 5  # the bucket's fastest variants a sweep of its smallest M times first
 EDGE_BELOW = 2  # then the bucket below's: their token tiles fit in the smallest M (see key_seeds)
 # a bucket's smallest M times all its seeds (its best former winner, then those) whatever its share of
@@ -514,8 +524,8 @@ def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Var
 def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> tuple[list[Variant], bool]:
     """What a key's search times first, in order, those its space holds: the best former winner (a kernel
     change is usually small), the next larger M's winners (``covering_winners``), the former winner's twins
-    along later parameters and the other former winners, the other layouts' winners, then the neighbouring
-    keys' winners; on a key resumed in this code (not a bucket's smallest M), its best variant's twins
+    along later parameters and the other former winners, other GPUs' winners at this key (``gpu_twin_seeds``),
+    the other layouts' winners, then the neighbouring keys' winners; on a key resumed in this code (not a bucket's smallest M), its best variant's twins
     first, then the rest in that order. ``initial_queue`` cuts this to the seed share of the budget, so
     what comes first is what a small budget still times. Also returns whether the key times a bucket's smallest
     M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s ``least``)."""
@@ -539,7 +549,9 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     # 85); a key resumed in this code has those timed already, and its best's twins are what is new, but
     # at a bucket's smallest M the bucket's fastest come first still (the export picks among those)
     ahead = former if current and not edge else former[:1] + covering
-    seeds = (ahead + [v for v in covering + former if v not in ahead]
+    # then another GPU's winners at this key: on a GPU new to the store (no winners of its own here, the next
+    # larger M not yet swept) they come first
+    seeds = (ahead + [v for v in covering + former if v not in ahead] + gpu_twin_seeds(store, key, search.codes)
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid], edge
 
