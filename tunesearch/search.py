@@ -522,13 +522,14 @@ def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Var
 
 
 def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> tuple[list[Variant], bool]:
-    """What a key's search times first, in order, those its space holds: the best former winner (a kernel
-    change is usually small), the next larger M's winners (``covering_winners``), the former winner's twins
-    along later parameters and the other former winners, other GPUs' winners at this key (``gpu_twin_seeds``),
-    the other layouts' winners, then the neighbouring keys' winners; on a key resumed in this code (not a bucket's smallest M), its best variant's twins
-    first, then the rest in that order. ``initial_queue`` cuts this to the seed share of the budget, so
-    what comes first is what a small budget still times. Also returns whether the key times a bucket's smallest
-    M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s ``least``)."""
+    """What a key's search times first, in order, those its space holds: the best former winner (a kernel change
+    is usually small), the next larger M's winners (``covering_winners``), the former winner's twins along later
+    parameters and the other former winners, other GPUs' winners at this key (``gpu_twin_seeds``), the other
+    layouts' winners, then the neighbouring keys' winners; on a key resumed in this code (not a bucket's
+    smallest M), its best variant's twins first, then the rest in that order. ``initial_queue`` cuts this to the
+    seed share of the budget, so what comes first is what a small budget still times. Also returns whether the
+    key times a bucket's smallest M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s
+    ``least``)."""
     # the twins along later parameters of the key's best variant: of this code where it has one (a parameter
     # added without a kernel change, rsmma's CLUSTER: NOTES.md row 89), else of its best former winner
     current = search.fastest(1)
