@@ -179,7 +179,13 @@ def test_a_database_without_a_store_is_refused_by_readers_and_left_alone(tmp_pat
     assert Store(url).trials() == []  # a sweep's store is made there
 
 
-def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
+# each packaged table, the GPU it was swept on and the dump of the store it was exported from
+PACKAGED = {"h200": ("NVIDIA H200", "trials_resume_h200_2026-12-04_s59.jsonl.gz"),
+            "h100": ("NVIDIA H100 80GB HBM3", "trials_h100_2026-12-06_s71.jsonl.gz")}
+
+
+@pytest.mark.parametrize("table_name", sorted(PACKAGED))
+def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path, table_name):
     # tunesearch/tables/h200.json is `export --current-code-only` of the store whose dump is committed
     # beside the bench (the Triton families' sweeps to _s12 and the layout sweep of _s31, loaded from their
     # logs, the _s32 sweeps resumed on them, rsmma above M=256 in _s35, rsmma re-swept at every M in _s36
@@ -193,11 +199,14 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path):
     # A kernel edit without a re-sweep, or a table not exported from the dumped trials, fails here; so does
     # an edit of the split rule or the scheduler model without the plans made again (the table's own
     # buckets: ``python -m tunesearch.overlap tunesearch/tables/h200.json``).
-    table = json.loads((ROOT / "tunesearch/tables/h200.json").read_text())
-    store = Store(f"sqlite:///{tmp_path}/h200.db")
-    load_trials(store, [ROOT / "benchmarks/results/trials_resume_h200_2026-12-04_s59.jsonl.gz"])
+    # tunesearch/tables/h100.json is the same of the H100's sweep (_s71: every key seeded with the H200's
+    # fastest there, benchmarks/device_new_gpu.sh; its dump holds the H100's trials alone).
+    gpu, dump = PACKAGED[table_name]
+    table = json.loads((ROOT / f"tunesearch/tables/{table_name}.json").read_text())
+    store = Store(f"sqlite:///{tmp_path}/{table_name}.db")
+    load_trials(store, [ROOT / "benchmarks/results" / dump])
     rebuilt = add_side_by_side_plans(build_table(store, current_code_only=True))
-    assert [g.name for g in store.gpus()] == ["NVIDIA H200"]  # one GPU row: one environment throughout
+    assert [g.name for g in store.gpus()] == [gpu]  # one GPU row: one environment throughout
     for t in (table, rebuilt):
         t.pop("created")
     assert rebuilt == table
