@@ -206,6 +206,34 @@ def test_a_gluon_pick_on_a_device_without_gluon_takes_a_valid_variant(tmp_path, 
     assert load_dispatch(path, group_size=64).resolve(64, 72, 256, torch.device("cpu")).family == "dqmma"
 
 
+def test_a_gpu_no_table_was_swept_on_runs_the_nearest_gpus_table(monkeypatch, caplog):
+    # by compute capability, then SM count, then the start of the name: an H200 NVL runs the H200's picks
+    # and an H100 PCIe the H100 SXM's, each with a warning; a GPU two capabilities away runs none
+    from types import SimpleNamespace
+
+    from tunesearch.dispatch import Dispatcher, packaged_tables
+
+    packaged = packaged_tables()
+    assert sorted(packaged["gpus"]) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    lesser = json.loads(json.dumps(packaged["gpus"]["NVIDIA H100 80GB HBM3"]))
+    lesser.update(name="GPU of 114 SMs", sm_count=114)
+    tables = {"gpus": {**packaged["gpus"], "GPU of 114 SMs": lesser}}
+    for name, sms, cap, picked in [("NVIDIA H200", 132, (9, 0), "NVIDIA H200"),
+                                   ("NVIDIA H200 NVL", 132, (9, 0), "NVIDIA H200"),
+                                   ("NVIDIA H100 80GB HBM3", 132, (9, 0), "NVIDIA H100 80GB HBM3"),
+                                   ("NVIDIA H100 NVL", 132, (9, 0), "NVIDIA H100 80GB HBM3"),
+                                   ("NVIDIA H100 PCIe", 114, (9, 0), "GPU of 114 SMs"),
+                                   ("NVIDIA A100-SXM4-80GB", 108, (8, 0), "GPU of 114 SMs"),
+                                   ("Tesla V100-SXM2-32GB", 80, (7, 0), None)]:
+        props = SimpleNamespace(name=name, major=cap[0], minor=cap[1], multi_processor_count=sms)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index, p=props: p)
+        with caplog.at_level(logging.WARNING, logger="tunesearch"):
+            caplog.clear()
+            table = Dispatcher(tables).table_for(torch.device("cuda", 0))
+        assert (table.name if table else None) == picked, name
+        assert ("no table for" in caplog.text) == (picked is not None and picked != name), name
+
+
 def test_packaged_tables_were_timed_with_this_trees_kernels():
     # Each bucket records the kernel code its trial was timed with (search.family_code: the family's own
     # sources' hash, or the Triton families'). A kernel source edited after the sweep (a docstring too:

@@ -456,6 +456,7 @@ class _GPUTable:
     def __init__(self, entry: dict, where: str):
         self.name = entry.get("name")
         self.capability = str(entry.get("capability") or "0.0")
+        self.sm_count = entry.get("sm_count")
         self.versions = entry.get("versions") or {}
         self.shapes: dict[tuple[int, int], _ShapeTable] = {}
         for label, shape in (entry.get("shapes") or {}).items():
@@ -475,6 +476,17 @@ def _capability_distance(a: str, b: str) -> float:
         return abs(float(a) - float(b))
     except ValueError:
         return float("inf")
+
+
+def nearest_table(tables: list[_GPUTable], name: str, capability: str, sm_count: int) -> _GPUTable:
+    """Of ``tables`` (other GPUs'), the one to run on GPU ``name``, which none was swept on: the nearest compute
+    capability, then the nearest SM count, then the longest start of the name shared with the table's GPU
+    ("NVIDIA H200 NVL" takes the H200's table, "NVIDIA H100 PCIe" the H100 80GB HBM3's), then the first."""
+    def distance(table: _GPUTable):
+        shared = len(os.path.commonprefix([name, table.name or ""]))
+        return (_capability_distance(table.capability, capability), abs((table.sm_count or sm_count) - sm_count),
+                -shared)
+    return min(tables, key=distance)
 
 
 class Dispatcher:
@@ -508,7 +520,7 @@ class Dispatcher:
         name, cap = props.name, f"{props.major}.{props.minor}"
         table = self.gpus.get(name)
         if table is None and self.gpus:
-            nearest = min(self.gpus.values(), key=lambda t: _capability_distance(t.capability, cap))
+            nearest = nearest_table(list(self.gpus.values()), name, cap, props.multi_processor_count)
             if _capability_distance(nearest.capability, cap) <= 1.0:
                 self._once(("gpu", name), logging.WARNING, "tunesearch: no table for %s (sm %s); using the "
                            "table of %s (sm %s). Run `tunesearch sweep` and `export` on this GPU.",
