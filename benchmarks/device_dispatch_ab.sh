@@ -9,8 +9,14 @@
 #   KNOB=CONCURRENT A='"auto"' B=False TAG=concurrent_auto M=260,288,520,576,1028,1290,1344,2050,2060,2600,3080,3100
 #       (row 121's held-out M; bench_concurrent_auto{a,0,b}_h200_2026-12-04_s61.*: A=True against False at
 #       row 116's M before it, bench_concurrent_{same_priority,priority}{a,0,b}_…_s61.*)
+#   KNOB=table A=tunesearch/tables/h100.json B=tunesearch/tables/h200.json TAG=tables_h100
+#       M=1,2,4,8,16,32,64,128,256,512,1024,4096: A and B are dispatch tables (NOTES.md plan item 3: the H100's
+#       table against the H200's on an H100, whose picks it ran before _s71)
 : "${KNOB:?}" "${A:?}" "${B:?}" "${TAG:?}" "${M:?}"
-with() { python -c "import sys, tunesearch.dispatch as d; d.$KNOB = $1; from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"; }
+with() {
+  if [ "$KNOB" = table ]; then tunesearch "${@:2}" --dispatch "$1"; return; fi
+  python -c "import sys, tunesearch.dispatch as d; d.$KNOB = $1; from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"
+}
 for run in a1:$A b:$B a2:$A; do
   with "${run#*:}" bench --m "$M" --no-peers --plot '' --out "$OUT/bench_${TAG}_${run%%:*}.json" \
     > "$OUT/bench_${TAG}_${run%%:*}.log" 2>&1 || exit 1
