@@ -437,6 +437,43 @@ def test_a_gpu_new_to_the_store_times_another_gpus_fastest_at_the_key_first(tmp_
     assert seeds[0] == spread[11] and seeds[1:5] == ranked[:4]
 
 
+def test_a_store_of_its_own_starts_each_key_from_the_packaged_tables_picks(tmp_path):
+    """A sweep in an empty store (a user's GPU, one that no table was swept on) times first what each
+    packaged table runs at the key, the key's own GPU's first: the pick of the bucket holding M, or the last
+    bucket's past it; a layout or shape no table keeps lends nothing."""
+    import json
+    from pathlib import Path
+
+    from tunesearch.search import initial_queue, key_seeds, packaged_table_seeds
+    from tunesearch.variants import DeviceLimits
+
+    tables = Path(__file__).resolve().parents[1] / "tunesearch" / "tables"
+    def pick(name, m):  # what the table named runs at M on 11008x4096 (K=4096, N=11008)
+        gpu = next(iter(json.loads((tables / f"{name}.json").read_text())["gpus"].values()))
+        buckets = gpu["shapes"]["4096x11008"]["buckets"]
+        return Variant.from_id(next((b for b in buckets if b["m_max"] >= m), buckets[-1])["variant"]["id"])
+
+    everything = {"rsmma", "twotile", "dequant"}
+    for m in (1, 3, 40, 4096, 5000):
+        key = Key("NVIDIA H200", m, 11008, 4096, 128, "frag32")
+        want = list(dict.fromkeys([pick("h200", m), pick("h100", m)]))
+        assert packaged_table_seeds(key, everything) == want, m
+    assert pick("h200", 40) == pick("h200", 48) != pick("h200", 49)  # the bucket 33..48 holds M=40
+    new_gpu = Key("gpu-new", 16, 11008, 4096, 128, "frag32")
+    assert packaged_table_seeds(new_gpu, everything) == list(dict.fromkeys([pick("h100", 16), pick("h200", 16)]))
+    assert packaged_table_seeds(new_gpu, {"twotile"}) == []
+    assert packaged_table_seeds(Key("gpu-new", 16, 11008, 4096, 128, "base"), everything) == []
+    assert packaged_table_seeds(Key("gpu-new", 16, 4096, 8192, 128, "frag32"), everything) == []
+
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    search = KeySearch(store, Landscape("none"), new_gpu, code="c", gpu_id=1, sweep_id=None, versions={},
+                       limits=DeviceLimits(gluon=True), seed=0)
+    seeds, _ = key_seeds(store, new_gpu, [16, 32], search)
+    first = packaged_table_seeds(new_gpu, search.by_family)
+    assert first and seeds[:len(first)] == first
+    assert initial_queue(seeds, [], trials=8, space_size=len(search.space))[:len(first)] == first
+
+
 class SlowCompiler:
     """A compile pool whose round takes past the key's deadline (the clock below jumps)."""
 

@@ -490,6 +490,38 @@ def gpu_twin_seeds(store: Store, key: Key, codes: dict[str, str], limit: int = 4
     return _distinct_variants((t.variant_id for t in ranked), limit)
 
 
+@functools.lru_cache(maxsize=1)
+def _packaged_picks() -> dict:
+    """(N, K, group size, layout) -> [(GPU, [(m_max, variant id), ...] by M)] of the tables shipped with
+    tunesearch (tunesearch/tables), read once."""
+    from importlib import resources
+
+    picks: dict[tuple, list] = {}
+    for item in sorted(resources.files("tunesearch").joinpath("tables").iterdir(), key=lambda p: p.name):
+        if not item.name.endswith(".json"):
+            continue
+        for gpu, entry in json.loads(item.read_text()).get("gpus", {}).items():
+            for shape in entry.get("shapes", {}).values():
+                held = (int(shape["n"]), int(shape["k"]), int(shape["group_size"]), shape.get("layout", "base"))
+                buckets = sorted((int(b["m_max"]), b["variant"]["id"]) for b in shape.get("buckets", []))
+                picks.setdefault(held, []).append((gpu, buckets))
+    return picks
+
+
+def packaged_table_seeds(key: Key, families) -> list[Variant]:
+    """What each table shipped with tunesearch runs at this key (its shape, group size and layout, at the
+    bucket holding M, or the last), the key's own GPU's first, of the families searched here: a sweep in a
+    store of its own (a user's GPU, or one the tables were swept on) starts from what won on the GPUs swept
+    before (the H100's sweep took 246 of its 290 picks from the H200's four fastest, NOTES.md row 129)."""
+    tables = sorted(_packaged_picks().get((key.n, key.k, key.group_size, key.layout), []),
+                    key=lambda table: table[0] != key.gpu)
+    ids = []
+    for _, buckets in tables:
+        if buckets:  # the bucket holding M runs it; past the last bucket, the last one's
+            ids.append(next((vid for m_max, vid in buckets if m_max >= key.m), buckets[-1][1]))
+    return [v for v in _distinct_variants(ids, len(ids)) if v.family in families]
+
+
 EDGE_CANDIDATES = 5  # the bucket's fastest variants a sweep of its smallest M times first
 EDGE_BELOW = 2  # then the bucket below's: their token tiles fit in the smallest M (see key_seeds)
 # a bucket's smallest M times all its seeds (its best former winner, then those) whatever its share of
@@ -524,12 +556,12 @@ def winners_at(store: Store, key: Key, m: int, families, limit: int) -> list[Var
 def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -> tuple[list[Variant], bool]:
     """What a key's search times first, in order, those its space holds: the best former winner (a kernel change
     is usually small), the next larger M's winners (``covering_winners``), the former winner's twins along later
-    parameters and the other former winners, other GPUs' winners at this key (``gpu_twin_seeds``), the other
-    layouts' winners, then the neighbouring keys' winners; on a key resumed in this code (not a bucket's
-    smallest M), its best variant's twins first, then the rest in that order. ``initial_queue`` cuts this to the
-    seed share of the budget, so what comes first is what a small budget still times. Also returns whether the
-    key times a bucket's smallest M (``shapes.is_edge_key``), whose seeds are all timed (``initial_queue``'s
-    ``least``)."""
+    parameters and the other former winners, other GPUs' winners at this key (``gpu_twin_seeds``), the packaged
+    tables' picks there, the other layouts' winners, then the neighbouring keys' winners; on a key resumed in
+    this code (not a bucket's smallest M), its best variant's twins first, then the rest in that order.
+    ``initial_queue`` cuts this to the seed share of the budget, so what comes first is what a small budget
+    still times. Also returns whether the key times a bucket's smallest M (``shapes.is_edge_key``), whose seeds
+    are all timed (``initial_queue``'s ``least``)."""
     # the twins along later parameters of the key's best variant: of this code where it has one (a parameter
     # added without a kernel change, rsmma's CLUSTER: NOTES.md row 89), else of its best former winner
     current = search.fastest(1)
@@ -552,7 +584,9 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     ahead = former if current and not edge else former[:1] + covering
     # then another GPU's winners at this key: on a GPU new to the store (no winners of its own here, the next
     # larger M not yet swept) they come first
+    # (then what the packaged tables run at this key: the same for a store that has no other GPU's trials)
     seeds = (ahead + [v for v in covering + former if v not in ahead] + gpu_twin_seeds(store, key, search.codes)
+             + packaged_table_seeds(key, search.by_family)
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
     return [v for v in dict.fromkeys(seeds) if v in search.valid], edge
 
