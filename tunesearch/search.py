@@ -512,7 +512,8 @@ def packaged_table_seeds(key: Key, families) -> list[Variant]:
     """What each table shipped with tunesearch runs at this key (its shape, group size and layout, at the
     bucket holding M, or the last), the key's own GPU's first, of the families searched here: a sweep in a
     store of its own (a user's GPU, or one the tables were swept on) starts from what won on the GPUs swept
-    before (the H100's sweep took 246 of its 290 picks from the H200's four fastest, NOTES.md row 129)."""
+    before (the H100's sweep took 246 of its 290 picks from the first four variants a key timed, at its buckets
+    the H200's four fastest there: NOTES.md row 129)."""
     tables = sorted(_packaged_picks().get((key.n, key.k, key.group_size, key.layout), []),
                     key=lambda table: table[0] != key.gpu)
     ids = []
@@ -582,9 +583,8 @@ def key_seeds(store: Store, key: Key, buckets: list[int], search: "KeySearch") -
     # 85); a key resumed in this code has those timed already, and its best's twins are what is new, but
     # at a bucket's smallest M the bucket's fastest come first still (the export picks among those)
     ahead = former if current and not edge else former[:1] + covering
-    # then another GPU's winners at this key: on a GPU new to the store (no winners of its own here, the next
-    # larger M not yet swept) they come first
-    # (then what the packaged tables run at this key: the same for a store that has no other GPU's trials)
+    # then other GPUs' winners at this key and what the packaged tables run there: on a GPU new to the store
+    # (no winners of its own here, the next larger M not yet swept) they come first
     seeds = (ahead + [v for v in covering + former if v not in ahead] + gpu_twin_seeds(store, key, search.codes)
              + packaged_table_seeds(key, search.by_family)
              + layout_twin_seeds(store, key, search.by_family) + neighbour_seeds(store, key, buckets, best=best))
