@@ -493,18 +493,15 @@ def gpu_twin_seeds(store: Store, key: Key, codes: dict[str, str], limit: int = 4
 @functools.lru_cache(maxsize=1)
 def _packaged_picks() -> dict:
     """(N, K, group size, layout) -> [(GPU, [(m_max, variant id), ...] by M)] of the tables shipped with
-    tunesearch (tunesearch/tables), read once."""
-    from importlib import resources
+    tunesearch (``dispatch.packaged_tables``), read once."""
+    from .dispatch import packaged_tables
 
     picks: dict[tuple, list] = {}
-    for item in sorted(resources.files("tunesearch").joinpath("tables").iterdir(), key=lambda p: p.name):
-        if not item.name.endswith(".json"):
-            continue
-        for gpu, entry in json.loads(item.read_text()).get("gpus", {}).items():
-            for shape in entry.get("shapes", {}).values():
-                held = (int(shape["n"]), int(shape["k"]), int(shape["group_size"]), shape.get("layout", "base"))
-                buckets = sorted((int(b["m_max"]), b["variant"]["id"]) for b in shape.get("buckets", []))
-                picks.setdefault(held, []).append((gpu, buckets))
+    for gpu, entry in packaged_tables()["gpus"].items():
+        for shape in entry.get("shapes", {}).values():
+            held = (int(shape["n"]), int(shape["k"]), int(shape["group_size"]), shape.get("layout", "base"))
+            buckets = sorted((int(b["m_max"]), b["variant"]["id"]) for b in shape.get("buckets", []))
+            picks.setdefault(held, []).append((gpu, buckets))
     return picks
 
 
