@@ -11,14 +11,22 @@
 #       row 116's M before it, bench_concurrent_{same_priority,priority}{a,0,b}_…_s61.*)
 #   KNOB=table A=tunesearch/tables/h100.json B=tunesearch/tables/h200.json TAG=tables_h100
 #       M=1,2,4,8,16,32,64,128,256,512,1024,4096: A and B are dispatch tables (NOTES.md plan item 3: the H100's
-#       table against the H200's on an H100, whose picks it ran before _s71)
+#       table against the H200's on an H100, whose picks it ran before _s71; _s72's run is
+#       ab_tables_h100_2026-12-06_s72.txt)
+#   KNOB=bench.SETTLE A=True B=False TAG=settle SHAPES=4096x22016,4096x12288 M=1,2,4,8,16,32,64
+#       (NOTES.md plan item 0: a discarded timing first where new memory was mapped, row 130)
 : "${KNOB:?}" "${A:?}" "${B:?}" "${TAG:?}" "${M:?}"
 with() {
   if [ "$KNOB" = table ]; then tunesearch "${@:2}" --dispatch "$1"; return; fi
-  python -c "import sys, tunesearch.dispatch as d; d.$KNOB = $1; from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"
+  # KNOB names a setting of tunesearch.dispatch, or MODULE.NAME of another tunesearch module (bench.SETTLE)
+  python -c "import importlib, sys; mod, _, name = '$KNOB'.rpartition('.')
+module = importlib.import_module('tunesearch.' + (mod or 'dispatch'))
+getattr(module, name)  # a misspelt setting is an error, not a new attribute that nothing reads
+setattr(module, name, $1)
+from tunesearch.cli import app; sys.argv[0] = 'tunesearch'; app()" "${@:2}"
 }
 for run in a1:$A b:$B a2:$A; do
-  with "${run#*:}" bench --m "$M" --no-peers --plot '' --out "$OUT/bench_${TAG}_${run%%:*}.json" \
+  with "${run#*:}" bench --shapes "${SHAPES:-llama-7b}" --m "$M" --no-peers --plot '' --out "$OUT/bench_${TAG}_${run%%:*}.json" \
     > "$OUT/bench_${TAG}_${run%%:*}.log" 2>&1 || exit 1
 done
 python - <<'PY'

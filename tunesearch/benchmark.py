@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import torch
 
+from . import bench
 from .bench import CheckInputs, Operands, graph_time, kernel_bytes, relative_error, time_fp16
 from .export import write_atomic
 from .gpu import gpu_info, measure_copy_bandwidth, stream_read_floor
@@ -95,7 +96,7 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
     bw = measure_copy_bandwidth(info.index)
     result = dict(gpu=info.to_dict(), copy_bandwidth=bw,
                   date=datetime.now(timezone.utc).isoformat(timespec="seconds"), group_size=group_size,
-                  dispatch_source=mm.source, complete=False, stream_floors={}, rows=[])
+                  dispatch_source=mm.source, settle=bench.SETTLE, complete=False, stream_floors={}, rows=[])
     for K, N in shapes:
         floor = stream_read_floor(kernel_bytes(1, N, K, group_size), info.l2_bytes, info.sm_count, replays).us
         result["stream_floors"][f"{K}x{N}"] = floor
