@@ -112,6 +112,15 @@ def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup:
 
 
 def _graph_time(calls: Sequence[Callable[[], object]], replays: int, warmup: int) -> Timing:
+    per_call = sorted(replay_times(calls, replays, warmup))
+    median = statistics.median(per_call)
+    q = statistics.quantiles(per_call, n=5) if len(per_call) >= 5 else [median] * 4
+    return Timing(us=median, spread=(q[3] - q[0]) / median, copies=len(calls), replays=replays)
+
+
+def replay_times(calls: Sequence[Callable[[], object]], replays: int = 30, warmup: int = 3) -> list[float]:
+    """Each replay's time of one call (us), in order: ``calls`` run ``warmup`` times eagerly on a side
+    stream, then captured once into one CUDA graph, replayed once untimed, then ``replays`` times timed."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -133,11 +142,8 @@ def _graph_time(calls: Sequence[Callable[[], object]], replays: int, warmup: int
         graph.replay()
         end.record()
     torch.cuda.synchronize()
-    per_call = sorted(s.elapsed_time(e) * 1e3 / len(calls) for s, e in events)
-    median = statistics.median(per_call)
-    q = statistics.quantiles(per_call, n=5) if len(per_call) >= 5 else [median] * 4
     del graph
-    return Timing(us=median, spread=(q[3] - q[0]) / median, copies=len(calls), replays=replays)
+    return [s.elapsed_time(e) * 1e3 / len(calls) for s, e in events]
 
 
 class Operands:

@@ -36,6 +36,22 @@ K, N, M, G = 4096, 22016, 1, 128
 VARIANT = [None]
 
 
+def the_pick():
+    """(GPU info, the packaged dispatch, 4096x22016's layout, its M=1 variant) on this GPU."""
+    info, mm, dev = gpu_info(0), load_dispatch(), torch.device("cuda")
+    layout = mm.layout_for(N, K, dev)
+    (_, variant), = mm.plan(M, N, K, dev, layout)
+    return info, mm, layout, variant
+
+
+def map_gb(extra_mb=0):
+    """About 2.9 GB newly allocated (in quantize_pack's temporaries' sizes) and freed to the caching
+    allocator, which keeps them mapped."""
+    blocks = [torch.empty(size << 20, dtype=torch.uint8, device="cuda")
+              for size in (360, 720, 720, 720, 360) + ((extra_mb,) if extra_mb else ())]
+    del blocks
+
+
 def placed(how, info, layout):
     torch.cuda.empty_cache()
     keep = None
@@ -67,8 +83,7 @@ def placed(how, info, layout):
         quantize_pack(torch.randn(K, N, device="cuda"), G)
         torch.cuda.empty_cache()
     if how in ("reserve3g", "reserve3g_empty"):  # 3 GB more mapped, in quantize_pack's sizes, then freed
-        blocks = [torch.empty(size << 20, dtype=torch.uint8, device="cuda") for size in (360, 720, 720, 720, 360, 45)]
-        del blocks
+        map_gb(extra_mb=45)
         if how == "reserve3g_empty":
             torch.cuda.empty_cache()
     if how == "heavy":  # any memory-heavy elementwise work, or quantize_pack's own?
@@ -93,11 +108,7 @@ def placed(how, info, layout):
 
 
 def main(out):
-    info = gpu_info(0)
-    mm = load_dispatch()
-    dev = torch.device("cuda")
-    layout = mm.layout_for(N, K, dev)
-    (_, variant), = mm.plan(M, N, K, dev, layout)
+    info, _, layout, variant = the_pick()
     VARIANT[0] = variant
     modes = ("fresh", "carved", "bench", "slab", "alive45", "alive360", "freed720", "benchdel")
     if os.environ.get("BISECT"):
