@@ -9,12 +9,13 @@ def fake_timer(monkeypatch, segments, maps_per_timing=0):
 
     def timed(calls, replays, warmup):
         taken.append(calls)
-        segments[0] += maps_per_timing
+        if maps_per_timing:
+            segments[0] += maps_per_timing
         return bench.Timing(us=float(len(taken)), spread=0.0, copies=len(calls), replays=replays)
 
     monkeypatch.setattr(bench, "_graph_time", timed)
     monkeypatch.setattr(bench, "_mapped_segments", lambda: segments[0])
-    monkeypatch.setattr(bench, "_segments_at_last_timing", [-1])
+    monkeypatch.setattr(bench, "_segments_at_last_timing", [None])
     return taken
 
 
@@ -45,3 +46,10 @@ def test_without_settle_every_timing_is_taken_once(monkeypatch):
         segments[0] += grown
         bench.graph_time(["x"])
     assert len(taken) == 3
+
+
+def test_an_allocator_that_does_not_count_segments_settles_every_timing(monkeypatch):
+    segments = [None]  # e.g. PyTorch's cudaMallocAsync backend
+    taken = fake_timer(monkeypatch, segments)
+    monkeypatch.setattr(bench, "SETTLE", True)
+    assert bench.graph_time(["a"]).us == 2.0 and bench.graph_time(["b"]).us == 4.0 and len(taken) == 4

@@ -93,18 +93,23 @@ def copies_to_defeat_l2(bytes_per_copy: int, l2_bytes: int, limit: int = 64) -> 
 # process mapped new memory since its last one is preceded by a discarded timing of the same calls, for every
 # timed thing alike. Off until an A/B on a GPU shows what it takes off (NOTES.md plan item 0).
 SETTLE = False
-_segments_at_last_timing = [-1]
+_segments_at_last_timing: list[int | None] = [None]
 
 
-def _mapped_segments() -> int:
-    """How many segments the caching allocator has ever cudaMalloc'd in this process (it only grows)."""
-    return torch.cuda.memory_stats().get("segment.all.allocated", 0)
+def _mapped_segments() -> int | None:
+    """How many segments the caching allocator has ever cudaMalloc'd in this process (it only grows); None
+    where the allocator does not count them (another backend), which settles every timing."""
+    try:
+        return torch.cuda.memory_stats().get("segment.all.allocated")
+    except RuntimeError:
+        return None
 
 
 def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup: int = 3) -> Timing:
     """Median time of one call, every call in ``calls`` captured once into one CUDA graph (with SETTLE,
     after a discarded timing of them where new memory was mapped since the last timing)."""
-    if SETTLE and _mapped_segments() != _segments_at_last_timing[0]:
+    segments = _mapped_segments() if SETTLE else None
+    if SETTLE and (segments is None or segments != _segments_at_last_timing[0]):
         _graph_time(calls, replays, warmup)
     timing = _graph_time(calls, replays, warmup)
     _segments_at_last_timing[0] = _mapped_segments()
