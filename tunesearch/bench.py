@@ -108,11 +108,13 @@ def _mapped_segments() -> int | None:
 def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup: int = 3) -> Timing:
     """Median time of one call, every call in ``calls`` captured once into one CUDA graph (with SETTLE,
     after a discarded timing of them where new memory was mapped since the last timing)."""
-    segments = _mapped_segments() if SETTLE else None
-    if SETTLE and (segments is None or segments != _segments_at_last_timing[0]):
+    if not SETTLE:
+        return _graph_time(calls, replays, warmup)
+    segments = _mapped_segments()
+    if segments is None or segments != _segments_at_last_timing[0]:
         _graph_time(calls, replays, warmup)
     timing = _graph_time(calls, replays, warmup)
-    _segments_at_last_timing[0] = _mapped_segments()
+    _segments_at_last_timing[0] = _mapped_segments()  # after the kept timing: its own graph pool counts too
     return timing
 
 
