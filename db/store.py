@@ -290,21 +290,14 @@ class Store:
             s.commit()
             return len(rows)
 
-    def trials(self, key: Key | None = None, status: str | None = None) -> list[Trial]:
+    def trials(self, key: Key | None = None, status: str | None = None, *, other_gpus: bool = False) -> list[Trial]:
+        """The trials of ``key`` (all, where None); with ``other_gpus``, those of its M, shape, group size and
+        layout timed on any GPU but ``key.gpu``."""
         with self.session() as s:
             q = select(Trial)
             if key is not None:
-                q = q.filter_by(gpu_name=key.gpu, m=key.m, n=key.n, k=key.k,
-                                group_size=key.group_size, layout=key.layout)
-            if status:
-                q = q.filter_by(status=status)
-            return list(s.scalars(q.order_by(Trial.id)))
-
-    def other_gpus_trials(self, key: Key, status: str | None = "ok") -> list[Trial]:
-        """The trials of ``key``'s M, shape, group size and layout timed on any GPU but ``key.gpu``."""
-        with self.session() as s:
-            q = select(Trial).filter_by(m=key.m, n=key.n, k=key.k, group_size=key.group_size,
-                                        layout=key.layout).filter(Trial.gpu_name != key.gpu)
+                q = q.filter_by(m=key.m, n=key.n, k=key.k, group_size=key.group_size, layout=key.layout)
+                q = q.filter(Trial.gpu_name != key.gpu) if other_gpus else q.filter_by(gpu_name=key.gpu)
             if status:
                 q = q.filter_by(status=status)
             return list(s.scalars(q.order_by(Trial.id)))

@@ -485,7 +485,7 @@ def gpu_twin_seeds(store: Store, key: Key, codes: dict[str, str], limit: int = 4
     families searched here (``codes``: family -> this code). A GPU new to the store has no winners of its
     own to start from, and the H200's picks were the H100's fastest too at every key searched on both
     (NOTES.md rows 123 (d), 125 (d)), so another GPU's winners are the likeliest ones here."""
-    twins = [t for t in store.other_gpus_trials(key) if t.family in codes]
+    twins = [t for t in store.trials(key, status="ok", other_gpus=True) if t.family in codes]
     ranked = sorted(twins, key=lambda t: (t.code_version != codes[t.family], t.us))
     return _distinct_variants((t.variant_id for t in ranked), limit)
 
