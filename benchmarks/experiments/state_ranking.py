@@ -10,14 +10,19 @@ import json
 import statistics
 import sys
 
+from pathlib import Path
+
 import torch
 
-from tunesearch.bench import Operands, time_variant
-from tunesearch.gpu import gpu_info
-from tunesearch.sweep import is_current
-from tunesearch.variants.space import Variant
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # so that it runs as a script from anywhere
 
-DUMP = "benchmarks/results/trials_h100_2026-12-06_s71.jsonl.gz"
+from benchmarks.experiments.placement_probe import map_gb  # noqa: E402
+from tunesearch.bench import Operands, time_variant  # noqa: E402
+from tunesearch.gpu import gpu_info  # noqa: E402
+from tunesearch.sweep import is_current  # noqa: E402
+from tunesearch.variants.space import Variant  # noqa: E402
+
+DUMP = Path(__file__).resolve().parents[2] / "benchmarks/results/trials_h100_2026-12-06_s71.jsonl.gz"
 KEYS = [(4096, 22016, 1), (4096, 22016, 16), (4096, 22016, 64), (4096, 12288, 1)]
 G = 128
 
@@ -49,8 +54,7 @@ def main(out, n=8):
                 torch.cuda.empty_cache()
                 ops = Operands(M, N, K, G, info.l2_bytes, layout=layout)
                 if state == "mapped":
-                    blocks = [torch.empty(s << 20, dtype=torch.uint8, device="cuda") for s in (360, 720, 720, 720, 360)]
-                    del blocks
+                    map_gb()
                 for c in cands:
                     times[c["variant_id"]][state].append(time_variant(Variant.from_id(c["variant_id"]), ops, 20).us)
                 del ops
