@@ -52,17 +52,31 @@ def plan_label(parts, side_by_side: bool = False) -> str:
     return label + " (side by side)" if side_by_side else label
 
 
+# On the H100 a kernel timed just after the correctness inputs' few GB of temporaries were mapped ran 6-13%
+# slow at 4096x22016 (NOTES.md row 130); a fresh Operands timed after empty_cache ran at its usual time.
+# With CHECK_APART the check runs first and its memory is handed back before the Operands are made.
+CHECK_APART = False
+
+
+def _check(mm, M: int, N: int, K: int, group_size: int, layout: str):
+    """The dispatched call's relative error on this key against dequantize-then-matmul, and its plan."""
+    chk = CheckInputs(M, N, K, group_size, "cuda", layout=layout)
+    err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
+    return err, mm.plan(M, N, K, chk.a.device, layout)  # one launch, or more where M is just past a bucket
+
+
 def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replays: int,
                 l2_bytes: int, bw: float, floor_us: float) -> dict:
     """One (shape, M) row: correctness of the dispatched kernel, its time, fp16 and the peers."""
     layout = mm.layout_for(N, K, torch.device("cuda"))  # the weights as the table keeps them, repacked once
+    if CHECK_APART:
+        err, parts = _check(mm, M, N, K, group_size, layout)
+        torch.cuda.empty_cache()  # its temporaries' GBs handed back before anything is timed
     ops = Operands(M, N, K, group_size, l2_bytes, layout=layout)
-    # correctness of the dispatched kernel on this key, against dequantize-then-matmul
-    chk = CheckInputs(M, N, K, group_size, "cuda", layout=layout)
-    err = relative_error(mm(chk.a, chk.packed, chk.scales), chk.ref)
-    parts = mm.plan(M, N, K, chk.a.device, layout)  # one launch, or more where M is just past a bucket
+    if not CHECK_APART:
+        err, parts = _check(mm, M, N, K, group_size, layout)
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
-    del ops, chk
+    del ops
     side_by_side = mm.side_by_side(M, N, K, torch.device("cuda"), layout)
     row = dict(K=K, N=N, M=M, variant=plan_label(parts, side_by_side), layout=layout, side_by_side=side_by_side,
                rel_error=err, tunesearch_us=ours.us, tunesearch_spread=ours.spread,
@@ -96,7 +110,8 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
     bw = measure_copy_bandwidth(info.index)
     result = dict(gpu=info.to_dict(), copy_bandwidth=bw,
                   date=datetime.now(timezone.utc).isoformat(timespec="seconds"), group_size=group_size,
-                  dispatch_source=mm.source, settle=bench.SETTLE, complete=False, stream_floors={}, rows=[])
+                  dispatch_source=mm.source, settle=bench.SETTLE, check_apart=CHECK_APART, complete=False,
+                  stream_floors={}, rows=[])
     for K, N in shapes:
         floor = stream_read_floor(kernel_bytes(1, N, K, group_size), info.l2_bytes, info.sm_count, replays).us
         result["stream_floors"][f"{K}x{N}"] = floor
