@@ -13,12 +13,13 @@
 #       M=1,2,4,8,16,32,64,128,256,512,1024,4096: A and B are dispatch tables (NOTES.md plan item 3: the H100's
 #       table against the H200's on an H100, whose picks it ran before _s71; _s72's run is
 #       ab_tables_h100_2026-12-06_s72.txt)
-#   KNOB=bench.SETTLE A=True B=False TAG=settle SHAPES=4096x22016,4096x12288 M=1,2,4,8,16,32,64
-#       (NOTES.md plan item 0: a discarded timing first where new memory was mapped, row 130)
+#   KNOB=benchmark.BENCH_TIMINGS A=3 B=1 TAG=best_of M=1,2,4,8,16,32,64   (NOTES.md row 131: the least of
+#       three graph timings of each timed thing against one; _s73's run is ab_best_of_h100_2026-12-06_s73.txt)
 : "${KNOB:?}" "${A:?}" "${B:?}" "${TAG:?}" "${M:?}"
 with() {
   if [ "$KNOB" = table ]; then tunesearch "${@:2}" --dispatch "$1"; return; fi
-  # KNOB names a setting of tunesearch.dispatch, or MODULE.NAME of another tunesearch module (bench.SETTLE)
+  # KNOB names a setting of tunesearch.dispatch, or MODULE.NAME of another tunesearch module
+  # (benchmark.BENCH_TIMINGS)
   python -c "import importlib, sys; mod, _, name = '$KNOB'.rpartition('.')
 module = importlib.import_module('tunesearch.' + (mod or 'dispatch'))
 getattr(module, name)  # a misspelt setting is an error, not a new attribute that nothing reads

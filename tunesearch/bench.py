@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -86,36 +87,32 @@ def copies_to_defeat_l2(bytes_per_copy: int, l2_bytes: int, limit: int = 64) -> 
     return max(2, min(limit, math.ceil(L2_FACTOR * l2_bytes / max(1, bytes_per_copy))))
 
 
-# On the H100 the first graph timed after a few GB of device memory were newly mapped by PyTorch's caching
-# allocator ran 6-13% slow at 4096x22016, every later timing in that state at its usual time, whichever
-# variant came first (NOTES.md row 130; a second's sleep ended it in one round of three). The bench's
-# correctness inputs map that much just before our kernel's timing. With SETTLE on, a timing taken after the
-# process mapped new memory since its last one is preceded by a discarded timing of the same calls, for every
-# timed thing alike. Off until an A/B on a GPU shows what it takes off (NOTES.md plan item 0).
-SETTLE = False
-_segments_at_last_timing: list[int | None] = [None]
+# On the H100 the first graph timed after the bench's correctness inputs mapped a few GB ran 6-13% slow at
+# 4096x22016, and every later timing of the same calls at its usual time (NOTES.md rows 130-131:
+# repeat_timings.py, timings 2-5 normal at all 32 rows; a discard only where new memory was mapped left some
+# rows slow). So a timing can be taken TIMINGS times, each from a graph of its own, and the least median
+# kept: a transient state only ever slows a timing. The bench sets it for every timed thing alike (ours,
+# fp16, each peer, the floor) with ``best_of``; the sweep keeps one timing a trial, as its stored times have.
+TIMINGS = 1
 
 
-def _mapped_segments() -> int | None:
-    """How many segments the caching allocator has ever cudaMalloc'd in this process (it only grows); None
-    where the allocator does not count them (another backend), which settles every timing."""
+@contextmanager
+def best_of(timings: int):
+    """Every ``graph_time`` inside keeps the least of ``timings`` medians."""
+    global TIMINGS
+    if timings < 1:
+        raise ValueError(f"best_of needs at least one timing, got {timings}")
+    before, TIMINGS = TIMINGS, timings
     try:
-        return torch.cuda.memory_stats().get("segment.all.allocated")
-    except RuntimeError:
-        return None
+        yield
+    finally:
+        TIMINGS = before
 
 
 def graph_time(calls: Sequence[Callable[[], object]], replays: int = 30, warmup: int = 3) -> Timing:
-    """Median time of one call, every call in ``calls`` captured once into one CUDA graph (with SETTLE,
-    after a discarded timing of them where new memory was mapped since the last timing)."""
-    if not SETTLE:
-        return _graph_time(calls, replays, warmup)
-    segments = _mapped_segments()
-    if segments is None or segments != _segments_at_last_timing[0]:
-        _graph_time(calls, replays, warmup)
-    timing = _graph_time(calls, replays, warmup)
-    _segments_at_last_timing[0] = _mapped_segments()  # after the kept timing: its own graph pool counts too
-    return timing
+    """Median time of one call, every call in ``calls`` captured once into one CUDA graph; the least of
+    TIMINGS such medians, each from a graph of its own."""
+    return min((_graph_time(calls, replays, warmup) for _ in range(TIMINGS)), key=lambda t: t.us)
 
 
 def _graph_time(calls: Sequence[Callable[[], object]], replays: int, warmup: int) -> Timing:

@@ -52,10 +52,8 @@ def plan_label(parts, side_by_side: bool = False) -> str:
     return label + " (side by side)" if side_by_side else label
 
 
-# On the H100 a kernel timed just after the correctness inputs' few GB of temporaries were mapped ran 6-13%
-# slow at 4096x22016 (NOTES.md row 130); a fresh Operands timed after empty_cache ran at its usual time.
-# With CHECK_APART the check runs first and its memory is handed back before the Operands are made.
-CHECK_APART = False
+# The bench keeps the least of this many graph timings of each timed thing (bench.best_of, NOTES.md row 131).
+BENCH_TIMINGS = 3
 
 
 def _check(mm, M: int, N: int, K: int, group_size: int, layout: str):
@@ -69,12 +67,11 @@ def measure_row(mm, K: int, N: int, M: int, group_size: int, peers: bool, replay
                 l2_bytes: int, bw: float, floor_us: float) -> dict:
     """One (shape, M) row: correctness of the dispatched kernel, its time, fp16 and the peers."""
     layout = mm.layout_for(N, K, torch.device("cuda"))  # the weights as the table keeps them, repacked once
-    if CHECK_APART:
-        err, parts = _check(mm, M, N, K, group_size, layout)
-        torch.cuda.empty_cache()  # its temporaries' GBs handed back before anything is timed
+    # correctness first, its temporaries' GBs handed back before anything is timed: a kernel timed just
+    # after they were mapped ran 6-13% slow at 4096x22016 on the H100 (NOTES.md rows 130-131)
+    err, parts = _check(mm, M, N, K, group_size, layout)
+    torch.cuda.empty_cache()
     ops = Operands(M, N, K, group_size, l2_bytes, layout=layout)
-    if not CHECK_APART:
-        err, parts = _check(mm, M, N, K, group_size, layout)
     ours = graph_time([lambda c=c: mm(c[0], c[1], c[2]) for c in ops.copies], replays)
     del ops
     side_by_side = mm.side_by_side(M, N, K, torch.device("cuda"), layout)
@@ -110,18 +107,19 @@ def run_bench(mm, shapes, ms, group_size: int = 128, peers: bool = True, replays
     bw = measure_copy_bandwidth(info.index)
     result = dict(gpu=info.to_dict(), copy_bandwidth=bw,
                   date=datetime.now(timezone.utc).isoformat(timespec="seconds"), group_size=group_size,
-                  dispatch_source=mm.source, settle=bench.SETTLE, check_apart=CHECK_APART, complete=False,
+                  dispatch_source=mm.source, timings=BENCH_TIMINGS, complete=False,
                   stream_floors={}, rows=[])
-    for K, N in shapes:
-        floor = stream_read_floor(kernel_bytes(1, N, K, group_size), info.l2_bytes, info.sm_count, replays).us
-        result["stream_floors"][f"{K}x{N}"] = floor
-        for M in ms:
-            row = measure_row(mm, K, N, M, group_size, peers, replays, info.l2_bytes, bw, floor)
-            result["rows"].append(row)
-            torch.cuda.empty_cache()
-            log(row)
-            if checkpoint:
-                checkpoint(result)
+    with bench.best_of(BENCH_TIMINGS):
+        for K, N in shapes:
+            floor = stream_read_floor(kernel_bytes(1, N, K, group_size), info.l2_bytes, info.sm_count, replays).us
+            result["stream_floors"][f"{K}x{N}"] = floor
+            for M in ms:
+                row = measure_row(mm, K, N, M, group_size, peers, replays, info.l2_bytes, bw, floor)
+                result["rows"].append(row)
+                torch.cuda.empty_cache()
+                log(row)
+                if checkpoint:
+                    checkpoint(result)
     result["python_overhead_us"] = python_overhead_us(mm, *shapes[0])
     result["complete"] = True
     return result

@@ -5,9 +5,10 @@
 With bench.SETTLE on (a discarded timing first where new memory was mapped), the H100 bench timed
 4096x22016 M=1 at 19.5 us (22.2 off) but M=2..32 still at 21.9-22.4 against 19.5-21.2 stored, and 19.7-20.0
 timed alone (sweep_vs_bench.py). Here `tunesearch bench`'s own rows (run_bench, no peers) with every
-graph timing taken five times in a row, each median kept: once as the bench builds a row (Operands, then
-the check's inputs), once with benchmark.CHECK_APART (the check first, its memory handed back, then the
-Operands). Prints each row's five timings of ours and of fp16; writes OUT/repeat_timings.json."""
+graph timing taken five times in a row, each median kept. Run in `_s73` at commit 90dbca0, where it also
+had benchmark.CHECK_APART's rows (the check first, its memory handed back, then the Operands): that order is
+now the bench's only one, so the rounds here are alike. Prints each row's five timings of ours and of fp16;
+writes OUT/repeat_timings.json."""
 import json
 import sys
 from pathlib import Path
@@ -32,8 +33,7 @@ def main(out, shapes="4096x22016,4096x12288", ms="1,2,8,32"):
     bench.graph_time = benchmark.graph_time = graph_time  # time_fp16 and the floor look it up in bench
     mm = load_dispatch()
     report = {}
-    for round_, apart in enumerate((False, True, False, True)):
-        benchmark.CHECK_APART = apart
+    for round_ in range(2):
         rows = []
 
         def row_log(row):
@@ -42,7 +42,7 @@ def main(out, shapes="4096x22016,4096x12288", ms="1,2,8,32"):
 
         log.append([])
         benchmark.run_bench(mm, parse_shapes(shapes), parse_ms(ms), peers=False, log=row_log)
-        name = f"{'apart' if apart else 'bench'}{round_ // 2}"
+        name = f"bench{round_}"
         report[name] = rows
         for r in rows:
             if len(r["timings"]) >= 2:  # a shape's first row also holds the floor's four grids
