@@ -46,6 +46,9 @@ class GPUMeasurer:
         torch.cuda.set_device(self.device)
         self.key = (M, N, K, G, layout)
         self.inputs = CheckInputs(M, N, K, G, "cuda", layout=layout)
+        # the inputs' temporaries (GBs at llama sizes) handed back before anything is timed: a kernel timed
+        # just after they were mapped ran 6-13% slow at 4096x22016 on an H100 (NOTES.md rows 130-131)
+        torch.cuda.empty_cache()
         self.operands = Operands(M, N, K, G, self.info.l2_bytes, layout=layout)
 
     def fp16_us(self, M, N, K) -> float:
