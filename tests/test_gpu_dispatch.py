@@ -8,7 +8,7 @@ import torch
 from tunesearch import load_dispatch
 from tunesearch.bench import relative_error
 from tunesearch.shapes import parse_shapes
-from tunesearch.variants import dequantize, quantize_pack
+from tunesearch.variants import dequantize, matmul, quantize_pack
 
 MS = [1, 2, 3, 5, 8, 13, 16, 24, 33, 100, 200, 255, 513, 1000, 1025, 4096]  # 513, 1025: several launches
 
@@ -91,20 +91,34 @@ def test_m_just_past_a_bucket_runs_as_several_launches_with_the_bits_of_each(mm)
     assert relative_error(out, a.float() @ w) < 2e-3
 
 
+def one_launch_at_a_time(plan, a, packed, scales):
+    """A plan's launches ([(rows, variant)], ``Dispatcher.plan``) run one after another on the current
+    stream, each its variant on its own rows of A: the bits running them side by side must give. (Not the
+    dispatch with CONCURRENT off: its serial rule may plan other launches, as the H100 table does at
+    4096x12288 M=257, 144 + 113 against 2 + 255 side by side.)"""
+    assert all(variant is not None for _, variant in plan), f"a launch of {plan} is not a kernel of ours"
+    starts = [0]
+    for rows, _ in plan:
+        starts.append(starts[-1] + rows)
+    return torch.cat([matmul(a[s:s + rows], packed, scales, variant, 128) for s, (rows, variant) in zip(starts, plan)])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,N,M", [(4096, 22016, 1025), (4096, 4096, 1100), (4096, 12288, 257)])
 def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm, monkeypatch, K, N, M):
     from tunesearch import dispatch
 
-    if len(mm.plan(M, N, K, torch.device("cuda"))) < 2:
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(dispatch, "CONCURRENT", True)  # every split call
+    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
+    captured_plan, eager_plan = mm.plan(M, N, K, cuda), mm.plan(M, N, K, cuda, eager=True)
+    if len(captured_plan) < 2:
         pytest.skip(f"this table runs M={M} on {K}x{N} as one launch")
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     packed = mm.prepare(packed, scales)
     a = torch.randn(M, K, device="cuda").half()
-    monkeypatch.setattr(dispatch, "CONCURRENT", False)
-    serial = mm(a, packed, scales)
-    monkeypatch.setattr(dispatch, "CONCURRENT", True)  # every split call
-    assert torch.equal(mm(a, packed, scales), serial)
+    assert torch.equal(mm(a, packed, scales), one_launch_at_a_time(eager_plan, a, packed, scales))
+    serial = one_launch_at_a_time(captured_plan, a, packed, scales)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured = mm(a, packed, scales)
@@ -115,35 +129,38 @@ def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm
     later = torch.randn_like(a)  # the replay reads A where it was captured, after the side streams waited
     a.copy_(later)
     graph.replay()
-    monkeypatch.setattr(dispatch, "CONCURRENT", False)
-    assert torch.equal(captured, mm(later, packed, scales))
+    assert torch.equal(captured, one_launch_at_a_time(captured_plan, later, packed, scales))
 
 
 @pytest.mark.gpu
 def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar(mm, monkeypatch):
     from tunesearch import dispatch
 
-    # 4096x12288: M=257 (2 + 255, 53.8 us serial by the table) is host-bound eagerly; M=1300 (191 us) is not
+    # 4096x12288: M=257 (2 + 255, 53.8 us serial by the H200 table) is host-bound eagerly; M=1300 (191 us) is not
     K, N = 4096, 12288
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
+    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     packed = mm.prepare(packed, scales)
     side, real = [], dispatch._run_side_by_side
     monkeypatch.setattr(dispatch, "_run_side_by_side",
                         lambda spans, *args: (side.append(len(spans)), real(spans, *args))[1])
-    monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
     for M, eager in ((257, False), (1300, True)):
-        assert mm.side_by_side(M, N, K, torch.device("cuda")), f"the rule puts M={M} on {K}x{N} side by side"
+        assert mm.side_by_side(M, N, K, cuda), f"the rule puts M={M} on {K}x{N} side by side"
         a = torch.randn(M, K, device="cuda").half()
         side.clear()
         out = mm(a, packed, scales)
         assert side == ([2] if eager else [])
+        assert torch.equal(out, one_launch_at_a_time(mm.plan(M, N, K, cuda, eager=True), a, packed, scales))
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             captured = mm(a, packed, scales)
         assert side[-1:] == [2]  # captured side by side
+        captured.fill_(float("nan"))  # every row written again by the replay
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(captured, out)
+        assert torch.equal(captured, one_launch_at_a_time(mm.plan(M, N, K, cuda), a, packed, scales))
 
 
 @pytest.mark.gpu
