@@ -26,29 +26,35 @@ def parts(plan, a, run):
     return torch.cat(out)
 
 
-mm = load_dispatch()
-cuda = torch.device("cuda")
-for K, N, M in ((4096, 12288, 257), (4096, 22016, 1025)):
-    packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
-    packed = mm.prepare(packed, scales)
-    a = torch.randn(M, K, device="cuda").half()
-    dispatch.CONCURRENT = False
-    serial_plan, serial = mm.plan(M, N, K, cuda, eager=True), mm(a, packed, scales)
-    dispatch.CONCURRENT = True
-    for eager in (True, False):
-        plan = mm.plan(M, N, K, cuda, eager=eager)
-        if eager:
-            out = mm(a, packed, scales)
-        else:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                out = mm(a, packed, scales)
-            graph.replay()
-            torch.cuda.synchronize()
+def main():
+    mm = load_dispatch()
+    cuda = torch.device("cuda")
+    for K, N, M in ((4096, 12288, 257), (4096, 22016, 1025)):
+        packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
+        packed = mm.prepare(packed, scales)
+        a = torch.randn(M, K, device="cuda").half()
         dispatch.CONCURRENT = False
-        by_variant = parts(plan, a, lambda x, v: matmul(x, packed, scales, v, 128))
-        by_mm = parts(plan, a, lambda x, v: mm(x, packed, scales))
+        serial_plan, serial = mm.plan(M, N, K, cuda, eager=True), mm(a, packed, scales)
         dispatch.CONCURRENT = True
-        print(f"{K}x{N} M={M} {'eager' if eager else 'captured'} plan {[(r, v.id) for r, v in plan]} "
-              f"(serial {[r for r, _ in serial_plan]}): by variant {diff(out, by_variant)}; by mm {diff(out, by_mm)}; "
-              f"serial {diff(out, serial)}; mm parts vs variant parts {diff(by_mm, by_variant)}", flush=True)
+        for eager in (True, False):
+            plan = mm.plan(M, N, K, cuda, eager=eager)
+            if eager:
+                out = mm(a, packed, scales)
+            else:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out = mm(a, packed, scales)
+                graph.replay()
+                torch.cuda.synchronize()
+            dispatch.CONCURRENT = False
+            by_variant = parts(plan, a, lambda x, v: matmul(x, packed, scales, v, 128))
+            by_mm = parts(plan, a, lambda x, v: mm(x, packed, scales))
+            dispatch.CONCURRENT = True
+            print(f"{K}x{N} M={M} {'eager' if eager else 'captured'} plan {[(r, v.id) for r, v in plan]} "
+                  f"(serial {[r for r, _ in serial_plan]}): by variant {diff(out, by_variant)}; "
+                  f"by mm {diff(out, by_mm)}; "
+                  f"serial {diff(out, serial)}; mm parts vs variant parts {diff(by_mm, by_variant)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
