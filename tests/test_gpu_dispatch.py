@@ -13,9 +13,15 @@ from tunesearch.variants import dequantize, matmul, quantize_pack
 MS = [1, 2, 3, 5, 8, 13, 16, 24, 33, 100, 200, 255, 513, 1000, 1025, 4096]  # 513, 1025: several launches
 
 
+def fresh_dispatch(**options):
+    """A dispatcher of its own on the table under test. A dispatcher fixes a key's plan at its first call, so
+    a test that sets a module setting (CONCURRENT) before calling needs one made after."""
+    return load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None, **options)
+
+
 @pytest.fixture(scope="module")
 def mm():
-    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)
+    mm = fresh_dispatch()
     mm.warmup(parse_shapes("llama-7b"), max_m=4096)
     return mm
 
@@ -105,12 +111,12 @@ def one_launch_at_a_time(plan, a, packed, scales):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("K,N,M", [(4096, 22016, 1025), (4096, 4096, 1100), (4096, 12288, 257)])
-def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm, monkeypatch, K, N, M):
+def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(monkeypatch, K, N, M):
     from tunesearch import dispatch
 
     cuda = torch.device("cuda")
     monkeypatch.setattr(dispatch, "CONCURRENT", True)  # every split call
-    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
+    mm = fresh_dispatch()
     captured_plan, eager_plan = mm.plan(M, N, K, cuda), mm.plan(M, N, K, cuda, eager=True)
     if len(captured_plan) < 2:
         pytest.skip(f"this table runs M={M} on {K}x{N} as one launch")
@@ -133,14 +139,14 @@ def test_concurrent_launches_give_the_serial_bits_eagerly_and_in_a_cuda_graph(mm
 
 
 @pytest.mark.gpu
-def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar(mm, monkeypatch):
+def test_auto_runs_side_by_side_in_a_capture_and_eagerly_only_past_the_eager_bar(monkeypatch):
     from tunesearch import dispatch
 
     # 4096x12288: M=257 (2 + 255, 53.8 us serial by the H200 table) is host-bound eagerly; M=1300 (191 us) is not
     K, N = 4096, 12288
     cuda = torch.device("cuda")
     monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
-    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
+    mm = fresh_dispatch()
     packed, scales = quantize_pack(torch.randn(K, N, device="cuda"), 128)
     packed = mm.prepare(packed, scales)
     side, real = [], dispatch._run_side_by_side
@@ -170,7 +176,7 @@ def test_overlap_pricing_gives_a_capture_its_side_by_side_plan_and_an_eager_call
     # OVERLAP_PRICE (on, its plans the export's): 4096x11008 M=257 as 256 + 1 side by side in a capture;
     # eagerly it would run serial (53 us by the table, under the eager bar), so there M=257's own pick, whole
     monkeypatch.setattr(dispatch, "CONCURRENT", "auto")
-    mm = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None)  # a fresh one: plans are fixed per entry
+    mm = fresh_dispatch()
     K, N, M = 4096, 11008, 257
     cuda = torch.device("cuda")
     settings = dispatch.side_by_side_settings(torch.cuda.get_device_properties(0).multi_processor_count)
@@ -189,7 +195,7 @@ def test_overlap_pricing_gives_a_capture_its_side_by_side_plan_and_an_eager_call
     a = torch.randn(M, K, device="cuda").half()
     eager = mm(a, packed, scales)
     assert side == []
-    whole = load_dispatch(os.environ.get("TUNESEARCH_DISPATCH") or None, split=False)
+    whole = fresh_dispatch(split=False)
     assert torch.equal(eager, whole(a, packed, scales))  # the one launch of M's own pick
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
