@@ -1,0 +1,354 @@
+"""EXPERIMENT: the owner's loader warp fetches the other splits' partials while its MMA warps finish (M <= 32).
+
+    python benchmarks/experiments/rsmma_prefetch.py OUT_DIR [TABLE]       (sm_90 GPU: check, then time)
+    python benchmarks/experiments/rsmma_prefetch.py --smoke VARIANT_ID    (sm_90 GPU: the mask edges)
+    python benchmarks/experiments/rsmma_prefetch.py --smoke-many ID,ID,...  (each smoke in a child process)
+    python benchmarks/experiments/rsmma_prefetch.py --compile VARIANT_ID  (offline: shared bytes, registers)
+
+Where a pick splits K (M <= 32 on every llama-7b shape but 4096x22016), the split's tail is what keeps M=1
+over the floor (NOTES.md rows 66, 82: 1.3-1.7 us with no reduction at all). With SKEW the other splits
+end first and the owner (split 0) sums their partials itself when its loop ends (OWNER_FIRST): one L2
+round trip to read the counter, then one to bring the partials in, both after its last wgmma, so on the
+critical path. The owner's loader warp is idle from its last TMA on (STAGES blocks before the end). Here
+it spends that time: it polls the tile's counter (acquire loads, at most POLLS), and once every other
+split is in it copies their slots into shared memory of its own (async copies), then tells the MMA warps
+through an mbarrier and a flag word. The MMA warps, their loop done, wait on that barrier (normally
+already passed), add the slots in rank order to their own partial (the family's order: the same bits)
+and store C through the drained ring; the counter is re-armed. If the loader gave up (the others not in
+after POLLS loads: a grid of more than one wave could otherwise wait on CTAs not yet resident), the
+owner takes the family's path. The other splits are unchanged. Untried before: row 67's flagged tail
+spun in the MMA warps after the loop, OWNER_FIRST reads the counter after it.
+
+Forms per key (the table's split picks at M = 1, 2, 4, 8, 16, 32, PREFETCH_MS to change), each checked
+against A @ dequantize(W) first, then timed best of three graph timings with rotation: ``family`` (the pick
+as the family launches it), ``prefetch`` (this kernel, the pick's parameters), and for each SKEW in
+PREFETCH_SKEWS (default 2,4) that differs from the pick's, ``family_skewS`` and ``prefetch_skewS``.
+Each process compiles its own kernels; a hang (a barrier waited on with the wrong phase) is caught by the
+smoke runs in child processes first.
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # so that it runs as a script from anywhere
+
+from tunesearch.variants import rsmma  # noqa: E402
+from tunesearch.variants.dqmma import _unit, split_arrive, split_parts, token_origin  # noqa: E402
+
+POLLS = 64  # acquire loads of the counter before the loader gives up (~0.5-1 us each)
+
+
+@triton.constexpr_function
+def _pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
+@triton.constexpr_function
+def _one_warp():
+    return gl.BlockedLayout([1], [32], [1], [0])
+
+
+@gluon.jit
+def _load_acquire(ptrs):
+    """The 32-bit words at ``ptrs`` read with acquire semantics at GPU scope (each lane its own load)."""
+    return gl.inline_asm_elementwise(
+        asm="ld.acquire.gpu.global.b32 $0, [$1];", constraints="=r,l", args=[ptrs], dtype=gl.int32,
+        is_pure=False, pack=1)
+
+
+@gluon.jit
+def _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, tile, parts, owner, MAX_PARTS: gl.constexpr,
+                       POLLS_: gl.constexpr):
+    """The owner's loader warp: wait (at most POLLS_ loads) for the tile's other parts to count in, then copy
+    their slots 1..MAX_PARTS-1 (+0.0 past ``parts``) into ``pre_smem``; the flag (1 if copied) into
+    ``got_smem``; then one arrival on ``pre_bar``."""
+    BN: gl.constexpr = pre_smem.type.shape[0] // _pow2(MAX_PARTS - 1)
+    BM: gl.constexpr = pre_smem.type.shape[1]
+    SIZE: gl.constexpr = BN * BM
+    lanes = gl.arange(0, 32, layout=_one_warp())
+    lock = lock_ptr + tile + lanes * 0
+    seen = 0
+    polls = 0
+    while owner & (seen < parts - 1) & (polls < POLLS_):
+        seen = gl.min(_load_acquire(lock), axis=0)
+        polls += 1
+    got = owner & (seen == parts - 1)
+    if got:
+        CHUNK: gl.constexpr = min(BN, 16 * 32 // BM)
+        COPY: gl.constexpr = rsmma._copy_layout(CHUNK, BM, 1)
+        crow = gl.arange(0, CHUNK, layout=gl.SliceLayout(1, COPY))
+        ccol = gl.arange(0, BM, layout=gl.SliceLayout(0, COPY))
+        chunk = gl.expand_dims(crow, 1) * BM + gl.expand_dims(ccol, 0)
+        ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)
+        for j in gl.static_range(1, MAX_PARTS):
+            for c in gl.static_range(BN // CHUNK):
+                async_copy.async_copy_global_to_shared(
+                    pre_smem.slice((j - 1) * BN + c * CHUNK, CHUNK), ws_tile + j * SIZE + c * CHUNK * BM + chunk,
+                    mask=j < parts, cache_modifier=".cg")
+        async_copy.commit_group()
+        async_copy.wait_group(0)
+    got_smem.store(gl.zeros([32], gl.int32, _one_warp()) + got.to(gl.int32))
+    gl.thread_barrier()  # every lane's copies and the flag are in before the one arrival below
+    mbarrier.arrive(pre_bar)
+
+
+@gluon.jit
+def _load_partition_prefetch(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
+                             tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr, ws_ptr, lock_ptr, pre_smem,
+                             got_smem, pre_bar, parts, PREFETCH: gl.constexpr, MAX_PARTS: gl.constexpr,
+                             POLLS_: gl.constexpr):
+    """rsmma's loader, then (the owner, with PREFETCH) ``_prefetch_partials``."""
+    rsmma._load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
+                          tiles_n, group, PARTS, A_TAIL)
+    if PREFETCH:  # every CTA gives the flag (the owner alone may set it), so that the MMA warps wait unconditioned
+        _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, u0 // blocks, parts, gl.program_id(1) == 0,
+                           MAX_PARTS, POLLS_)
+
+
+@gluon.jit
+def _reduce_prefetched(acc, ring, pre_smem, got_smem, pre_bar, c_ptr, ws_ptr, lock_ptr, tile, rank, parts, row0, col0,
+                       M, N, stride_cm, stride_cn, MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr,
+                       OWNER_FIRST: gl.constexpr):
+    """rsmma._reduce_staged, but where the loader says it brought the others' slots in (the flag), the owner
+    adds them from ``pre_smem`` with no store, count or reads of its own. One call of _store_tile_staged and
+    one read of acc: two of either (one a path) made ptxas serialize every wgmma of the loop (C7514)."""
+    BN: gl.constexpr = acc.type.shape[0]
+    BM: gl.constexpr = acc.type.shape[1]
+    SIZE: gl.constexpr = BN * BM
+    WARPS: gl.constexpr = BN // 16
+    RING_FLOATS: gl.constexpr = ring.type.shape[0] * ring.type.shape[1] * ring.type.shape[2] // 2
+    GROUP: gl.constexpr = rsmma._pass_slots(MAX_PARTS, RING_FLOATS // SIZE)
+    slots = ring._reinterpret(gl.float32, [GROUP * BN, BM], rsmma._partials_layout(BM))
+    lock = lock_ptr + tile
+    ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)
+    own = gl.zeros_like(acc) + acc  # rank 0's first term of the sum, as the family adds it (the same bits)
+    mbarrier.wait(pre_bar, 0)
+    got = gl.max(got_smem.load(gl.BlockedLayout([1], [32], [WARPS], [0])), axis=0) == 1
+    sums = got
+    if not got:
+        sums = split_arrive(own, ws_tile, lock, rank, parts, OWNER_FIRST)
+    if sums:
+        if got:  # the others' slots are in shared memory: added in rank order after rank 0's own
+            total = own
+            for j in gl.static_range(1, MAX_PARTS):
+                total += pre_smem.slice((j - 1) * BN, BN).load(acc.type.layout)
+        elif rank == 0:
+            total = rsmma._add_slots(own, slots, ws_tile, parts, 1, MAX_PARTS)
+        else:
+            total = rsmma._add_slots(gl.zeros_like(acc), slots, ws_tile, parts, 0, MAX_PARTS)
+        rsmma._store_tile_staged(total, ring, c_ptr, row0, col0, M, N, stride_cm, stride_cn, PAIRED_ROWS)
+        gl.atomic_xchg(lock, 0, sem="relaxed")
+
+
+@gluon.jit
+def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
+                          GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
+                          STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr,
+                          PAIRED_ROWS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr,
+                          num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
+                          SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
+                          STAGED_SPLIT: gl.constexpr = False, A_TAIL: gl.constexpr = False,
+                          PREFETCH: gl.constexpr = True, POLLS_: gl.constexpr = POLLS):
+    """rsmma_kernel's split path (SPLIT_K > 1, STAGED_SPLIT) with the owner's partials prefetched by its
+    loader warp (PREFETCH; module docstring). Everything else as rsmma_kernel has it."""
+    BN: gl.constexpr = 16 * num_warps
+    gl.static_assert(SPLIT_K > 1, "a split launch")
+    gl.static_assert(STAGED_SPLIT, "the family's staged reduction (rsmma_launch.staged_split)")
+    blocks = K // BK
+    tiles_n = gl.cdiv(N, BN)
+    if SKEW > 0:
+        helper = blocks // SPLIT_K - SKEW
+        owner = blocks - (SPLIT_K - 1) * helper
+        rank = gl.program_id(1)
+        first_block = (rank > 0) * (owner + (rank - 1) * helper)
+        u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
+        n_units = owner + (rank > 0) * (helper - owner)
+    else:
+        per_split = (blocks + SPLIT_K - 1) // SPLIT_K
+        first_block = gl.program_id(1) * per_split
+        u0 = (gl.program_id(2) * tiles_n + gl.program_id(0)) * blocks + first_block
+        n_units = gl.maximum(gl.minimum(blocks - first_block, per_split), 0)
+    parts = split_parts(blocks, SPLIT_K, SKEW)
+    a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
+    p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BN // 64 * (BK // 32), 256], p_desc.layout)
+    s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
+    # the other parts' slots, slot j at rows (j - 1) BN (a power of two of them: Gluon's shapes need one)
+    pre_smem = gl.allocate_shared_memory(gl.float32, [_pow2(MAX_PARTS - 1) * BN, BM], rsmma._partials_layout(BM))
+    got_smem = gl.allocate_shared_memory(gl.int32, [32], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    pre_bar = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    for j in gl.static_range(STAGES):
+        mbarrier.init(ready.index(j), count=1)
+        mbarrier.init(empty.index(j), count=1)
+    mbarrier.init(pre_bar.index(0), count=1)
+    (acc,) = gl.warp_specialize([
+        (rsmma._mma_partition, (BM, BN, num_warps, FRAGMENT, WORDS, PARTS, SCALE_AFTER, PAIRED_ROWS, SPLIT_K,
+                                MAX_PARTS, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, 1, 1,
+                                c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
+        (_load_partition_prefetch, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
+                                    tiles_n, GROUP, PARTS, A_TAIL, ws_ptr, lock_ptr, pre_smem, got_smem,
+                                    pre_bar.index(0), parts, PREFETCH, MAX_PARTS, POLLS_)),
+    ], [1], [rsmma.LOAD_REGS])
+    if n_units > 0:
+        pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
+        lo = pid_m * BM
+        tile = u0 // blocks
+        _reduce_prefetched(acc, a_smem, pre_smem, got_smem, pre_bar.index(0), c_ptr + lo * stride_cm, ws_ptr,
+                           lock_ptr, tile, gl.program_id(1), parts, token_origin(pid_m, BM, M) - lo, pid_n * BN,
+                           M - lo, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
+
+def launch_args(variant, prefetch: bool):
+    """(a, packed, scales, out) -> (kernel, grid, args, meta, cluster) of ``variant``'s launch on frag32
+    weights, the family's arguments, with this kernel and PREFETCH where ``prefetch``."""
+    from tunesearch.variants.api import _rsmma_call
+
+    def make(a, packed, scales, out):
+        kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
+        if prefetch:
+            kernel = rsmma_prefetch_kernel
+        return kernel, grid, args, meta, variant.params.get("CLUSTER", 1)
+    return make
+
+
+def kernel_launch(variant, prefetch: bool):
+    """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch returning out."""
+    from tunesearch.variants.api import _launch_clustered
+
+    make = launch_args(variant, prefetch)
+
+    def launch(a, packed, scales, out):
+        kernel, grid, args, meta, cluster = make(a, packed, scales, out)
+
+        def run():
+            if cluster > 1:
+                _launch_clustered(kernel, grid, args, meta, cluster)
+            else:
+                kernel[grid](*args, **meta)
+            return out
+        return run
+    return launch
+
+
+def with_skew(variant, skew: int):
+    from tunesearch.variants import Variant
+
+    return Variant(variant.family, {**variant.params, "SKEW": skew})
+
+
+SMOKE_SHAPES = [(1, 1024, 64), (3, 1024, 200), (8, 2048, 128), (13, 1024, 136), (16, 4096, 256), (31, 1024, 72)]
+
+
+def smoke(variant_id: str) -> str | None:
+    """The prefetch launch of ``variant_id`` at mask edges (and 4096x4096), on frag32 weights: the shapes the
+    variant can run (``space.variant_error``)."""
+    from benchmarks.experiments import gluon_checks
+    from tunesearch.variants import Variant
+    from tunesearch.variants.space import variant_error
+
+    variant = Variant.from_id(variant_id)
+    shapes = [(m, k, n) for m, k, n in SMOKE_SHAPES + [(1, 4096, 4096), (5, 4096, 4096)]
+              if variant_error(variant, m, n, k, layout="frag32") is None]
+    if not shapes:
+        return "no shape to smoke"
+    return gluon_checks.frag32_smoke(kernel_launch(variant, True), shapes)
+
+
+def smoke_many(variant_ids) -> dict:
+    """``smoke`` of each id in a child process of its own (a hang costs that id, not the call)."""
+    from benchmarks.experiments import gluon_checks
+
+    return gluon_checks.smoke_all(__file__, ["id"], [dict(id=v) for v in variant_ids], lambda c: c["id"])
+
+
+def compile_offline(variant_id: str) -> dict:
+    """The prefetch kernel for ``variant_id`` at M=1 on 4096x4096, compiled for sm_90 without a GPU."""
+    from benchmarks.experiments import gluon_checks
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+    from tunesearch.variants import Variant
+
+    variant = Variant.from_id(variant_id)
+
+    def args_of(a, packed, scales, out):
+        _, grid, args, meta, _ = launch_args(variant, True)(a, packed, scales, out)
+        return grid, args, meta
+    compiled = gluon_checks.compile_frag32_offline(rsmma_prefetch_kernel, args_of, 1, 4096, 4096)
+    return dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)), **resources(compiled))
+
+
+def main(out_dir: str, table_path: str):
+    from benchmarks.experiments import gluon_checks
+    from tunesearch.bench import CheckInputs, Operands, best_of, kernel_bytes
+    from tunesearch.dispatch import Dispatcher, read_table
+    from tunesearch.gpu import gpu_info, stream_read_floor
+    from tunesearch.shapes import parse_shapes
+
+    info = gpu_info(0)
+    table = Dispatcher(read_table(table_path), strict=True)
+    ms = [int(m) for m in os.environ.get("PREFETCH_MS", "1,2,4,8,16,32").split(",")]
+    skews = [int(s) for s in os.environ.get("PREFETCH_SKEWS", "2,4").split(",") if s]
+    rows = []
+    cuda = torch.device("cuda")
+    with best_of(3):
+        for K, N in parse_shapes("llama-7b"):
+            floor = None
+            for M in ms:
+                pick = table.resolve(M, N, K, cuda)
+                if pick is None or pick.family != "rsmma" or pick.params["SPLIT_K"] < 2:
+                    continue
+                if floor is None:
+                    floor = stream_read_floor(kernel_bytes(1, N, K, 128), info.l2_bytes, info.sm_count).us
+                inputs = CheckInputs(M, N, K, 128, "cuda", layout="frag32")
+                copies = Operands(M, N, K, 128, info.l2_bytes, layout="frag32").copies
+                row = dict(M=M, K=K, N=N, variant=pick.id, floor=floor)
+                forms = [("family", pick, False), ("prefetch", pick, True)]
+                for s in skews:
+                    blocks_ok = (K // pick.params["BK"]) // pick.params["SPLIT_K"] - s >= 1
+                    if s != pick.params["SKEW"] and blocks_ok:
+                        forms += [(f"family_skew{s}", with_skew(pick, s), False),
+                                  (f"prefetch_skew{s}", with_skew(pick, s), True)]
+                for form, variant, prefetch in forms:
+                    gluon_checks.time_form(row, form, kernel_launch(variant, prefetch), inputs, copies)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                del inputs, copies
+                torch.cuda.empty_cache()
+    Path(out_dir, "rsmma_prefetch.json").write_text(json.dumps(dict(gpu=info.to_dict(), rows=rows), indent=1))
+    summary(rows)
+
+
+def summary(rows):
+    """Per key: the family pick, its prefetch form, and the best form of each kind, in us, with ratios."""
+    print(f"{'key':>18} {'pick':>44} {'family':>7} {'prefetch':>8} {'best fam':>8} {'best pf':>8} {'pf/fam':>6}"
+          f" {'best/floor':>10}")
+    for r in rows:
+        fam = {k: v for k, v in r.items() if k.startswith("family") and isinstance(v, float)}
+        pf = {k: v for k, v in r.items() if k.startswith("prefetch") and isinstance(v, float)}
+        if not fam:
+            continue
+        bf, bp = min(fam.values()), min(pf.values()) if pf else float("nan")
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>18} {r['variant']:>44} {r['family']:7.2f} "
+              f"{r.get('prefetch') if not isinstance(r.get('prefetch'), float) else round(r['prefetch'], 2)!s:>8} "
+              f"{bf:8.2f} {bp:8.2f} {bp / bf:6.3f} {min(bf, bp) / r['floor']:10.3f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--smoke":
+        problem = smoke(sys.argv[2])
+        print(problem or "ok")
+        sys.exit(1 if problem else 0)
+    elif sys.argv[1] == "--smoke-many":
+        sys.exit(1 if smoke_many(sys.argv[2].split(",")) else 0)
+    elif sys.argv[1] == "--compile":
+        print(json.dumps(compile_offline(sys.argv[2])))
+    else:
+        main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "tunesearch" / "tables" / "h100.json"))
