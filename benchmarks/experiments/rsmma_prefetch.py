@@ -23,6 +23,7 @@ Forms per key (the table's split picks at M = 1, 2, 4, 8, 16, 32, PREFETCH_MS to
 against A @ dequantize(W) first, then timed best of three graph timings with rotation: ``family`` (the pick
 as the family launches it), ``prefetch`` (this kernel, the pick's parameters), and for each SKEW in
 PREFETCH_SKEWS (default 2,4) that differs from the pick's, ``family_skewS`` and ``prefetch_skewS``.
+PREFETCH_ORDER=reverse times them in the opposite order (the pick last).
 Each process compiles its own kernels; a hang (a barrier waited on with the wrong phase) is caught by the
 smoke runs in child processes first.
 """
@@ -207,24 +208,26 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
                            lock_ptr, tile, gl.program_id(1), parts, token_origin(pid_m, BM, M) - lo, pid_n * BN,
                            M - lo, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
 
-def launch_args(variant, prefetch: bool):
+def launch_args(variant, prefetch: bool, polls: int = POLLS):
     """(a, packed, scales, out) -> (kernel, grid, args, meta, cluster) of ``variant``'s launch on frag32
-    weights, the family's arguments, with this kernel and PREFETCH where ``prefetch``."""
+    weights, the family's arguments, with this kernel (its loader giving up after ``polls`` loads of the
+    counter) where ``prefetch``."""
     from tunesearch.variants.api import _rsmma_call
 
     def make(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
         if prefetch:
             kernel = rsmma_prefetch_kernel
+            meta = dict(meta, POLLS_=polls)
         return kernel, grid, args, meta, variant.params.get("CLUSTER", 1)
     return make
 
 
-def kernel_launch(variant, prefetch: bool):
+def kernel_launch(variant, prefetch: bool, polls: int = POLLS):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch returning out."""
     from tunesearch.variants.api import _launch_clustered
 
-    make = launch_args(variant, prefetch)
+    make = launch_args(variant, prefetch, polls)
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta, cluster = make(a, packed, scales, out)
@@ -257,10 +260,12 @@ def smoke(variant_id: str) -> str | None:
 
     variant = Variant.from_id(variant_id)
     shapes = [(m, k, n) for m, k, n in SMOKE_SHAPES + [(1, 4096, 4096), (5, 4096, 4096)]
-              if variant_error(variant, m, n, k, layout="frag32") is None]
+              if variant_error(variant, m, n, k, device=torch.device("cuda"), layout="frag32") is None]
     if not shapes:
         return "no shape to smoke"
-    return gluon_checks.frag32_smoke(kernel_launch(variant, True), shapes)
+    # POLLS_=1: the loader mostly gives up before the others are in, so the family's path runs after it
+    return (gluon_checks.frag32_smoke(kernel_launch(variant, True), shapes)
+            or gluon_checks.frag32_smoke(kernel_launch(variant, True, 1), shapes))
 
 
 def smoke_many(variant_ids) -> dict:
@@ -316,6 +321,8 @@ def main(out_dir: str, table_path: str):
                     if s != pick.params["SKEW"] and blocks_ok:
                         forms += [(f"family_skew{s}", with_skew(pick, s), False),
                                   (f"prefetch_skew{s}", with_skew(pick, s), True)]
+                if os.environ.get("PREFETCH_ORDER") == "reverse":  # prefetch forms first, the pick last
+                    forms = forms[::-1]
                 for form, variant, prefetch in forms:
                     gluon_checks.time_form(row, form, kernel_launch(variant, prefetch), inputs, copies)
                 rows.append(row)
@@ -327,18 +334,21 @@ def main(out_dir: str, table_path: str):
 
 
 def summary(rows):
-    """Per key: the family pick, its prefetch form, and the best form of each kind, in us, with ratios."""
-    print(f"{'key':>18} {'pick':>44} {'family':>7} {'prefetch':>8} {'best fam':>8} {'best pf':>8} {'pf/fam':>6}"
-          f" {'best/floor':>10}")
+    """Per key: the pick as the family launches it, and the fastest family and prefetch forms (us, ratios)."""
+    def forms(r, kind):
+        return {k: v for k, v in r.items()
+                if k.startswith(kind) and not k.endswith("rel_error") and isinstance(v, float)}
+
+    print(f"{'key':>17} {'pick':>44} {'pick us':>7} {'best family':>20} {'best prefetch':>22} {'pf/pick':>7}"
+          f" {'pf/fam':>6} {'x floor':>7}")
     for r in rows:
-        fam = {k: v for k, v in r.items() if k.startswith("family") and isinstance(v, float)}
-        pf = {k: v for k, v in r.items() if k.startswith("prefetch") and isinstance(v, float)}
-        if not fam:
+        fam, pf = forms(r, "family"), forms(r, "prefetch")
+        if "family" not in fam or not pf:
             continue
-        bf, bp = min(fam.values()), min(pf.values()) if pf else float("nan")
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>18} {r['variant']:>44} {r['family']:7.2f} "
-              f"{r.get('prefetch') if not isinstance(r.get('prefetch'), float) else round(r['prefetch'], 2)!s:>8} "
-              f"{bf:8.2f} {bp:8.2f} {bp / bf:6.3f} {min(bf, bp) / r['floor']:10.3f}")
+        bf, bp = min(fam, key=fam.get), min(pf, key=pf.get)
+        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>44} {fam['family']:7.2f} "
+              f"{bf:>13} {fam[bf]:6.2f} {bp:>15} {pf[bp]:6.2f} {pf[bp] / fam['family']:7.3f} {pf[bp] / fam[bf]:6.3f}"
+              f" {min(pf[bp], fam[bf]) / r['floor']:7.3f}")
 
 
 if __name__ == "__main__":
