@@ -338,6 +338,23 @@ def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(v
     assert cluster["first_buffer"] >= p["BN"] * p["BM"] * 4
 
 
+@pytest.mark.parametrize("variant", ["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s5.c3"])
+def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(variant):
+    # rsmma_prefetch.py (NOTES.md row 132) must time the family's loop: the same wgmma waits (two inlined
+    # staged stores made ptxas serialize every wgmma, C7514), registers and no spills; its shared memory is
+    # the family's plus the other parts' slots (a power of two of them), a flag and an mbarrier
+    family = _compiled_offline("rsmma_prefetch.py", "--compile-family", variant)
+    prefetch = _compiled_offline("rsmma_prefetch.py", "--compile", variant)
+    assert prefetch["waits"] == family["waits"] and "gsb0, 0x1" in family["waits"]
+    assert prefetch["reg"] == family["reg"] and prefetch["local"] == family["local"] == 0
+    from tunesearch.variants import Variant
+
+    p = Variant.from_id(variant).params
+    slots = 1 << (p["SPLIT_K"] - 2).bit_length()
+    buffer = slots * 16 * p["num_warps"] * p["BM"] * 4
+    assert family["shared"] + buffer < prefetch["shared"] <= family["shared"] + buffer + 1024
+
+
 def _twotile_configs():
     """The experiment's config ("BN,HI,LO,BK,STAGES,CTAS,STREAM") for each (HI, BN) of the twotile family at
     the most CTAs an SM its rule allows (space.TWOTILE_CTAS), the widest LO, both schedules; and the

@@ -4,6 +4,7 @@
     python benchmarks/experiments/rsmma_prefetch.py --smoke VARIANT_ID    (sm_90 GPU: the mask edges)
     python benchmarks/experiments/rsmma_prefetch.py --smoke-many ID,ID,...  (each smoke in a child process)
     python benchmarks/experiments/rsmma_prefetch.py --compile VARIANT_ID  (offline: shared bytes, registers)
+    python benchmarks/experiments/rsmma_prefetch.py --compile-family VARIANT_ID  (the same of rsmma_kernel)
 
 Where a pick splits K (M <= 32 on every llama-7b shape but 4096x22016), the split's tail is what keeps M=1
 over the floor (NOTES.md rows 66, 82: 1.3-1.7 us with no reduction at all). With SKEW the other splits
@@ -275,8 +276,9 @@ def smoke_many(variant_ids) -> dict:
     return gluon_checks.smoke_all(__file__, ["id"], [dict(id=v) for v in variant_ids], lambda c: c["id"])
 
 
-def compile_offline(variant_id: str) -> dict:
-    """The prefetch kernel for ``variant_id`` at M=1 on 4096x4096, compiled for sm_90 without a GPU."""
+def compile_offline(variant_id: str, family: bool = False) -> dict:
+    """The prefetch kernel for ``variant_id`` (rsmma_kernel itself if ``family``) at M=1 on 4096x4096, compiled
+    for sm_90 without a GPU: shared bytes, the wgmma waits, registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
@@ -284,9 +286,10 @@ def compile_offline(variant_id: str) -> dict:
     variant = Variant.from_id(variant_id)
 
     def args_of(a, packed, scales, out):
-        _, grid, args, meta, _ = launch_args(variant, True)(a, packed, scales, out)
+        _, grid, args, meta, _ = launch_args(variant, not family)(a, packed, scales, out)
         return grid, args, meta
-    compiled = gluon_checks.compile_frag32_offline(rsmma_prefetch_kernel, args_of, 1, 4096, 4096)
+    kernel = rsmma.rsmma_kernel if family else rsmma_prefetch_kernel
+    compiled = gluon_checks.compile_frag32_offline(kernel, args_of, 1, 4096, 4096)
     return dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)), **resources(compiled))
 
 
@@ -358,7 +361,7 @@ if __name__ == "__main__":
         sys.exit(1 if problem else 0)
     elif sys.argv[1] == "--smoke-many":
         sys.exit(1 if smoke_many(sys.argv[2].split(",")) else 0)
-    elif sys.argv[1] == "--compile":
-        print(json.dumps(compile_offline(sys.argv[2])))
+    elif sys.argv[1] in ("--compile", "--compile-family"):
+        print(json.dumps(compile_offline(sys.argv[2], family=sys.argv[1] == "--compile-family")))
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "tunesearch" / "tables" / "h100.json"))
