@@ -353,6 +353,10 @@ def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(va
     slots = 1 << (p["SPLIT_K"] - 2).bit_length()
     buffer = slots * 16 * p["num_warps"] * p["BM"] * 4
     assert family["shared"] + buffer < prefetch["shared"] <= family["shared"] + buffer + 1024
+    # with the partials in the ring's freed A stages, only the flag and the mbarrier are added
+    ring = _compiled_offline("rsmma_prefetch.py", "--compile-ring", variant)
+    assert ring["waits"] == family["waits"] and ring["reg"] == family["reg"] and ring["local"] == 0
+    assert family["shared"] < ring["shared"] <= family["shared"] + 256
 
 
 def _twotile_configs():

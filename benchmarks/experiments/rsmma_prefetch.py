@@ -5,6 +5,7 @@
     python benchmarks/experiments/rsmma_prefetch.py --smoke-many ID,ID,...  (each smoke in a child process)
     python benchmarks/experiments/rsmma_prefetch.py --compile VARIANT_ID  (offline: shared bytes, registers)
     python benchmarks/experiments/rsmma_prefetch.py --compile-family VARIANT_ID  (the same of rsmma_kernel)
+    python benchmarks/experiments/rsmma_prefetch.py --compile-ring VARIANT_ID    (the same, partials in the ring)
 
 Where a pick splits K (M <= 32 on every llama-7b shape but 4096x22016), the split's tail is what keeps M=1
 over the floor (NOTES.md rows 66, 82: 1.3-1.7 us with no reduction at all). With SKEW the other splits
@@ -22,8 +23,11 @@ spun in the MMA warps after the loop, OWNER_FIRST reads the counter after it.
 
 Forms per key (the table's split picks at M = 1, 2, 4, 8, 16, 32, PREFETCH_MS to change), each checked
 against A @ dequantize(W) first, then timed best of three graph timings with rotation: ``family`` (the pick
-as the family launches it), ``prefetch`` (this kernel, the pick's parameters), and for each SKEW in
-PREFETCH_SKEWS (default 2,4) that differs from the pick's, ``family_skewS`` and ``prefetch_skewS``.
+as the family launches it), ``prefetch`` (this kernel, the pick's parameters, the partials in a buffer of
+their own: 2-32 KB of shared memory more, which costs a CTA an SM at some picks), ``ring`` (the same with
+the partials in the A stages of the ring that the MMA warps free last: 144 bytes more; PREFETCH_KINDS
+names which of the two), and for each SKEW in PREFETCH_SKEWS (default 2,4) that differs from the pick's,
+``family_skewS`` and each kind's ``_skewS``.
 PREFETCH_ORDER=reverse times them in the opposite order (the pick last).
 Each process compiles its own kernels; a hang (a barrier waited on with the wrong phase) is caught by the
 smoke runs in child processes first.
@@ -68,13 +72,28 @@ def _load_acquire(ptrs):
 
 
 @gluon.jit
-def _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, tile, parts, owner, MAX_PARTS: gl.constexpr,
-                       POLLS_: gl.constexpr):
+def _part_slot(j, a_smem, buf, n_units, BN: gl.constexpr, BM: gl.constexpr, IN_RING: gl.constexpr):
+    """Part j's (1..) fp32 slot [BN, BM] in shared memory: rows (j - 1) BN of the buffer of its own, or
+    (IN_RING) the A stage the loader would fill next after its last block, then the one after (block
+    n_units + j - 1's stage)."""
+    if IN_RING:
+        STAGES: gl.constexpr = a_smem.type.shape[0]
+        return a_smem.index((n_units + j - 1) % STAGES)._reinterpret(gl.float32, [BN, BM],
+                                                                       rsmma._partials_layout(BM))
+    else:
+        return buf.slice((j - 1) * BN, BN)
+
+
+@gluon.jit
+def _prefetch_partials(ws_ptr, lock_ptr, a_smem, buf, got_smem, pre_bar, empty, tile, parts, owner, n_units,
+                       MAX_PARTS: gl.constexpr, POLLS_: gl.constexpr, IN_RING: gl.constexpr):
     """The owner's loader warp: wait (at most POLLS_ loads) for the tile's other parts to count in, then copy
-    their slots 1..MAX_PARTS-1 (+0.0 past ``parts``) into ``pre_smem``; the flag (1 if copied) into
-    ``got_smem``; then one arrival on ``pre_bar``."""
-    BN: gl.constexpr = pre_smem.type.shape[0] // _pow2(MAX_PARTS - 1)
-    BM: gl.constexpr = pre_smem.type.shape[1]
+    their slots 1..MAX_PARTS-1 (+0.0 past ``parts``) into ``_part_slot``'s (with IN_RING the ring's A
+    stages, each taken as the loader would take it for a block after its last: once the MMA warps free it);
+    the flag (1 if copied) into ``got_smem``; then one arrival on ``pre_bar``."""
+    BM: gl.constexpr = a_smem.type.shape[1]
+    BN: gl.constexpr = a_smem.type.shape[2] // 2 if IN_RING else buf.type.shape[0] // _pow2(MAX_PARTS - 1)
+    STAGES: gl.constexpr = empty.type.shape[0]
     SIZE: gl.constexpr = BN * BM
     lanes = gl.arange(0, 32, layout=_one_warp())
     lock = lock_ptr + tile + lanes * 0
@@ -92,10 +111,14 @@ def _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, tile, part
         chunk = gl.expand_dims(crow, 1) * BM + gl.expand_dims(ccol, 0)
         ws_tile = ws_ptr + tile * (MAX_PARTS * SIZE)
         for j in gl.static_range(1, MAX_PARTS):
+            if IN_RING:  # as for a block v after the last: its stage's former block freed (one no block used is)
+                v = n_units + j - 1
+                mbarrier.wait(empty.index(v % STAGES), ((v // STAGES) & 1) ^ 1)
+            slot = _part_slot(j, a_smem, buf, n_units, BN, BM, IN_RING)
             for c in gl.static_range(BN // CHUNK):
                 async_copy.async_copy_global_to_shared(
-                    pre_smem.slice((j - 1) * BN + c * CHUNK, CHUNK), ws_tile + j * SIZE + c * CHUNK * BM + chunk,
-                    mask=j < parts, cache_modifier=".cg")
+                    slot.slice(c * CHUNK, CHUNK), ws_tile + j * SIZE + c * CHUNK * BM + chunk, mask=j < parts,
+                    cache_modifier=".cg")
         async_copy.commit_group()
         async_copy.wait_group(0)
     got_smem.store(gl.zeros([32], gl.int32, _one_warp()) + got.to(gl.int32))
@@ -105,23 +128,23 @@ def _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, tile, part
 
 @gluon.jit
 def _load_partition_prefetch(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                             tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr, ws_ptr, lock_ptr, pre_smem,
+                             tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr, ws_ptr, lock_ptr, buf,
                              got_smem, pre_bar, parts, PREFETCH: gl.constexpr, MAX_PARTS: gl.constexpr,
-                             POLLS_: gl.constexpr):
+                             POLLS_: gl.constexpr, IN_RING: gl.constexpr):
     """rsmma's loader, then (the owner, with PREFETCH) ``_prefetch_partials``."""
     rsmma._load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
                           tiles_n, group, PARTS, A_TAIL)
     if PREFETCH:  # every CTA gives the flag (the owner alone may set it), so that the MMA warps wait unconditioned
-        _prefetch_partials(ws_ptr, lock_ptr, pre_smem, got_smem, pre_bar, u0 // blocks, parts, gl.program_id(1) == 0,
-                           MAX_PARTS, POLLS_)
+        _prefetch_partials(ws_ptr, lock_ptr, a_smem, buf, got_smem, pre_bar, empty, u0 // blocks, parts,
+                           gl.program_id(1) == 0, n_units, MAX_PARTS, POLLS_, IN_RING)
 
 
 @gluon.jit
-def _reduce_prefetched(acc, ring, pre_smem, got_smem, pre_bar, c_ptr, ws_ptr, lock_ptr, tile, rank, parts, row0, col0,
-                       M, N, stride_cm, stride_cn, MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr,
-                       OWNER_FIRST: gl.constexpr):
+def _reduce_prefetched(acc, ring, buf, got_smem, pre_bar, c_ptr, ws_ptr, lock_ptr, tile, rank, parts, n_units,
+                       row0, col0, M, N, stride_cm, stride_cn, MAX_PARTS: gl.constexpr, PAIRED_ROWS: gl.constexpr,
+                       OWNER_FIRST: gl.constexpr, IN_RING: gl.constexpr):
     """rsmma._reduce_staged, but where the loader says it brought the others' slots in (the flag), the owner
-    adds them from ``pre_smem`` with no store, count or reads of its own. One call of _store_tile_staged and
+    adds them from ``_part_slot``'s with no store, count or reads of its own. One call of _store_tile_staged and
     one read of acc: two of either (one a path) made ptxas serialize every wgmma of the loop (C7514)."""
     BN: gl.constexpr = acc.type.shape[0]
     BM: gl.constexpr = acc.type.shape[1]
@@ -142,7 +165,8 @@ def _reduce_prefetched(acc, ring, pre_smem, got_smem, pre_bar, c_ptr, ws_ptr, lo
         if got:  # the others' slots are in shared memory: added in rank order after rank 0's own
             total = own
             for j in gl.static_range(1, MAX_PARTS):
-                total += pre_smem.slice((j - 1) * BN, BN).load(acc.type.layout)
+                total += _part_slot(j, ring, buf, n_units, BN, BM, IN_RING).load(acc.type.layout)
+            gl.thread_barrier()  # every slot read before C's staging writes the ring (IN_RING: over them)
         elif rank == 0:
             total = rsmma._add_slots(own, slots, ws_tile, parts, 1, MAX_PARTS)
         else:
@@ -159,9 +183,12 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
                           num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
                           SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
                           STAGED_SPLIT: gl.constexpr = False, A_TAIL: gl.constexpr = False,
-                          PREFETCH: gl.constexpr = True, POLLS_: gl.constexpr = POLLS):
+                          PREFETCH: gl.constexpr = True, POLLS_: gl.constexpr = POLLS,
+                          IN_RING: gl.constexpr = False):
     """rsmma_kernel's split path (SPLIT_K > 1, STAGED_SPLIT) with the owner's partials prefetched by its
-    loader warp (PREFETCH; module docstring). Everything else as rsmma_kernel has it."""
+    loader warp (PREFETCH; module docstring), into a buffer of their own or (IN_RING) into the A stages of
+    the ring the MMA warps free last (BN fp32 partial rows take an A stage's bytes where BN = BK / 2).
+    Everything else as rsmma_kernel has it."""
     BN: gl.constexpr = 16 * num_warps
     gl.static_assert(SPLIT_K > 1, "a split launch")
     gl.static_assert(STAGED_SPLIT, "the family's staged reduction (rsmma_launch.staged_split)")
@@ -183,8 +210,12 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
     a_smem = gl.allocate_shared_memory(gl.float16, [STAGES, BM, BK], a_desc.layout)
     p_smem = gl.allocate_shared_memory(gl.int32, [STAGES, BN // 64 * (BK // 32), 256], p_desc.layout)
     s_smem = gl.allocate_shared_memory(gl.float16, [STAGES, 1, BN], s_desc.layout)
-    # the other parts' slots, slot j at rows (j - 1) BN (a power of two of them: Gluon's shapes need one)
-    pre_smem = gl.allocate_shared_memory(gl.float32, [_pow2(MAX_PARTS - 1) * BN, BM], rsmma._partials_layout(BM))
+    if IN_RING:  # the A stages as fp32 [BN, BM] slots (``_part_slot``)
+        gl.static_assert(BK == 2 * BN, "an A stage holds one fp32 partial")
+        gl.static_assert(MAX_PARTS - 1 <= STAGES, "a stage for each other part")
+        buf = a_smem
+    else:  # a buffer of their own, rows (j - 1) BN for part j (a power of two of them: Gluon's shapes need one)
+        buf = gl.allocate_shared_memory(gl.float32, [_pow2(MAX_PARTS - 1) * BN, BM], rsmma._partials_layout(BM))
     got_smem = gl.allocate_shared_memory(gl.int32, [32], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -198,37 +229,37 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
                                 MAX_PARTS, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks, tiles_n, 1, 1,
                                 c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
         (_load_partition_prefetch, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
-                                    tiles_n, GROUP, PARTS, A_TAIL, ws_ptr, lock_ptr, pre_smem, got_smem,
-                                    pre_bar.index(0), parts, PREFETCH, MAX_PARTS, POLLS_)),
+                                    tiles_n, GROUP, PARTS, A_TAIL, ws_ptr, lock_ptr, buf, got_smem,
+                                    pre_bar.index(0), parts, PREFETCH, MAX_PARTS, POLLS_, IN_RING)),
     ], [1], [rsmma.LOAD_REGS])
     if n_units > 0:
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
         lo = pid_m * BM
         tile = u0 // blocks
-        _reduce_prefetched(acc, a_smem, pre_smem, got_smem, pre_bar.index(0), c_ptr + lo * stride_cm, ws_ptr,
-                           lock_ptr, tile, gl.program_id(1), parts, token_origin(pid_m, BM, M) - lo, pid_n * BN,
-                           M - lo, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST)
+        _reduce_prefetched(acc, a_smem, buf, got_smem, pre_bar.index(0), c_ptr + lo * stride_cm, ws_ptr,
+                           lock_ptr, tile, gl.program_id(1), parts, n_units, token_origin(pid_m, BM, M) - lo,
+                           pid_n * BN, M - lo, N, stride_cm, stride_cn, MAX_PARTS, PAIRED_ROWS, OWNER_FIRST, IN_RING)
 
-def launch_args(variant, prefetch: bool, polls: int = POLLS):
+def launch_args(variant, prefetch: bool, polls: int = POLLS, in_ring: bool = False):
     """(a, packed, scales, out) -> (kernel, grid, args, meta, cluster) of ``variant``'s launch on frag32
     weights, the family's arguments, with this kernel (its loader giving up after ``polls`` loads of the
-    counter) where ``prefetch``."""
+    counter, the partials in the ring's A stages if ``in_ring``) where ``prefetch``."""
     from tunesearch.variants.api import _rsmma_call
 
     def make(a, packed, scales, out):
         kernel, grid, args, meta = _rsmma_call(variant.params, a, packed, scales, out, 128)
         if prefetch:
             kernel = rsmma_prefetch_kernel
-            meta = dict(meta, POLLS_=polls)
+            meta = dict(meta, POLLS_=polls, IN_RING=in_ring)
         return kernel, grid, args, meta, variant.params.get("CLUSTER", 1)
     return make
 
 
-def kernel_launch(variant, prefetch: bool, polls: int = POLLS):
+def kernel_launch(variant, prefetch: bool, polls: int = POLLS, in_ring: bool = False):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch returning out."""
     from tunesearch.variants.api import _launch_clustered
 
-    make = launch_args(variant, prefetch, polls)
+    make = launch_args(variant, prefetch, polls, in_ring)
 
     def launch(a, packed, scales, out):
         kernel, grid, args, meta, cluster = make(a, packed, scales, out)
@@ -266,7 +297,9 @@ def smoke(variant_id: str) -> str | None:
         return "no shape to smoke"
     # POLLS_=1: the loader mostly gives up before the others are in, so the family's path runs after it
     return (gluon_checks.frag32_smoke(kernel_launch(variant, True), shapes)
-            or gluon_checks.frag32_smoke(kernel_launch(variant, True, 1), shapes))
+            or gluon_checks.frag32_smoke(kernel_launch(variant, True, 1), shapes)
+            or gluon_checks.frag32_smoke(kernel_launch(variant, True, in_ring=True), shapes)
+            or gluon_checks.frag32_smoke(kernel_launch(variant, True, 1, in_ring=True), shapes))
 
 
 def smoke_many(variant_ids) -> dict:
@@ -276,9 +309,10 @@ def smoke_many(variant_ids) -> dict:
     return gluon_checks.smoke_all(__file__, ["id"], [dict(id=v) for v in variant_ids], lambda c: c["id"])
 
 
-def compile_offline(variant_id: str, family: bool = False) -> dict:
-    """The prefetch kernel for ``variant_id`` (rsmma_kernel itself if ``family``) at M=1 on 4096x4096, compiled
-    for sm_90 without a GPU: shared bytes, the wgmma waits, registers, spills."""
+def compile_offline(variant_id: str, family: bool = False, in_ring: bool = False) -> dict:
+    """The prefetch kernel for ``variant_id`` (rsmma_kernel itself if ``family``; the partials in the ring if
+    ``in_ring``) at M=1 on 4096x4096, compiled for sm_90 without a GPU: shared bytes, the wgmma waits,
+    registers, spills."""
     from benchmarks.experiments import gluon_checks
     from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
@@ -286,7 +320,7 @@ def compile_offline(variant_id: str, family: bool = False) -> dict:
     variant = Variant.from_id(variant_id)
 
     def args_of(a, packed, scales, out):
-        _, grid, args, meta, _ = launch_args(variant, not family)(a, packed, scales, out)
+        _, grid, args, meta, _ = launch_args(variant, not family, in_ring=in_ring)(a, packed, scales, out)
         return grid, args, meta
     kernel = rsmma.rsmma_kernel if family else rsmma_prefetch_kernel
     compiled = gluon_checks.compile_frag32_offline(kernel, args_of, 1, 4096, 4096)
@@ -318,16 +352,17 @@ def main(out_dir: str, table_path: str):
                 inputs = CheckInputs(M, N, K, 128, "cuda", layout="frag32")
                 copies = Operands(M, N, K, 128, info.l2_bytes, layout="frag32").copies
                 row = dict(M=M, K=K, N=N, variant=pick.id, floor=floor)
-                forms = [("family", pick, False), ("prefetch", pick, True)]
+                kinds = [k for k in os.environ.get("PREFETCH_KINDS", "prefetch,ring").split(",") if k]
+                forms = [("family", pick)] + [(k, pick) for k in kinds]
                 for s in skews:
                     blocks_ok = (K // pick.params["BK"]) // pick.params["SPLIT_K"] - s >= 1
                     if s != pick.params["SKEW"] and blocks_ok:
-                        forms += [(f"family_skew{s}", with_skew(pick, s), False),
-                                  (f"prefetch_skew{s}", with_skew(pick, s), True)]
+                        forms += [(f"{k}_skew{s}", with_skew(pick, s)) for k in ["family"] + kinds]
                 if os.environ.get("PREFETCH_ORDER") == "reverse":  # prefetch forms first, the pick last
                     forms = forms[::-1]
-                for form, variant, prefetch in forms:
-                    gluon_checks.time_form(row, form, kernel_launch(variant, prefetch), inputs, copies)
+                for form, variant in forms:
+                    launch = kernel_launch(variant, not form.startswith("family"), in_ring=form.startswith("ring"))
+                    gluon_checks.time_form(row, form, launch, inputs, copies)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 del inputs, copies
@@ -361,7 +396,8 @@ if __name__ == "__main__":
         sys.exit(1 if problem else 0)
     elif sys.argv[1] == "--smoke-many":
         sys.exit(1 if smoke_many(sys.argv[2].split(",")) else 0)
-    elif sys.argv[1] in ("--compile", "--compile-family"):
-        print(json.dumps(compile_offline(sys.argv[2], family=sys.argv[1] == "--compile-family")))
+    elif sys.argv[1] in ("--compile", "--compile-family", "--compile-ring"):
+        print(json.dumps(compile_offline(sys.argv[2], family=sys.argv[1] == "--compile-family",
+                                         in_ring=sys.argv[1] == "--compile-ring")))
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else str(ROOT / "tunesearch" / "tables" / "h100.json"))
