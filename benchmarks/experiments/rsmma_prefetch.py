@@ -372,21 +372,28 @@ def main(out_dir: str, table_path: str):
 
 
 def summary(rows):
-    """Per key: the pick as the family launches it, and the fastest family and prefetch forms (us, ratios)."""
-    def forms(r, kind):
-        return {k: v for k, v in r.items()
-                if k.startswith(kind) and not k.endswith("rel_error") and isinstance(v, float)}
+    """Per key: the pick as the family launches it, the fastest family form, and each prefetch kind's fastest
+    form over it (us; ratios to the fastest family form)."""
+    def best(r, kind):  # the kind's forms: the pick's parameters, and each _skewS
+        forms = {k: v for k, v in r.items() if (k == kind or k.startswith(kind + "_skew"))
+                 and not k.endswith("rel_error") and isinstance(v, float)}
+        return min(forms.items(), key=lambda kv: kv[1]) if forms else None
 
-    print(f"{'key':>17} {'pick':>44} {'pick us':>7} {'best family':>20} {'best prefetch':>22} {'pf/pick':>7}"
-          f" {'pf/fam':>6} {'x floor':>7}")
+    kinds = [k for k in ("prefetch", "ring") if any(best(r, k) for r in rows)]
+    print(f"{'key':>17} {'pick':>44} {'pick us':>7} {'best family':>20}"
+          + "".join(f" {'best ' + k:>21} {k + '/fam':>12}" for k in kinds) + f" {'x floor':>7}")
     for r in rows:
-        fam, pf = forms(r, "family"), forms(r, "prefetch")
-        if "family" not in fam or not pf:
+        fam = best(r, "family")
+        if fam is None or not isinstance(r.get("family"), float):
             continue
-        bf, bp = min(fam, key=fam.get), min(pf, key=pf.get)
-        print(f"{'M=%d %dx%d' % (r['M'], r['K'], r['N']):>17} {r['variant']:>44} {fam['family']:7.2f} "
-              f"{bf:>13} {fam[bf]:6.2f} {bp:>15} {pf[bp]:6.2f} {pf[bp] / fam['family']:7.3f} {pf[bp] / fam[bf]:6.3f}"
-              f" {min(pf[bp], fam[bf]) / r['floor']:7.3f}")
+        key = "M=%d %dx%d" % (r["M"], r["K"], r["N"])
+        line = f"{key:>17} {r['variant']:>44} {r['family']:7.2f} {fam[0]:>13} {fam[1]:6.2f}"
+        fastest = fam[1]
+        for k in kinds:
+            b = best(r, k)
+            line += f" {b[0]:>14} {b[1]:6.2f} {b[1] / fam[1]:12.3f}" if b else f" {'-':>21} {'-':>12}"
+            fastest = min(fastest, b[1]) if b else fastest
+        print(line + f" {fastest / r['floor']:7.3f}")
 
 
 if __name__ == "__main__":
