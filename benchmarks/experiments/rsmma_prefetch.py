@@ -194,6 +194,8 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
     gl.static_assert(STAGED_SPLIT, "the family's staged reduction (rsmma_launch.staged_split)")
     blocks = K // BK
     tiles_n = gl.cdiv(N, BN)
+    # the split units as rsmma_kernel computes them inline (copied: moving them into a helper of rsmma.py
+    # would re-hash the family and with it both packaged tables)
     if SKEW > 0:
         helper = blocks // SPLIT_K - SKEW
         owner = blocks - (SPLIT_K - 1) * helper
