@@ -279,12 +279,17 @@ def launch(variant: Variant, a, packed, scales, out, group_size: int, warmup: bo
     kernel, grid, args, meta = _kernel_call(variant, a, packed, scales, out, group_size)
     if warmup:
         return kernel.warmup(*args, grid=grid, **meta)
-    ctas = variant.params.get("CLUSTER", 1)
+    launch_kernel(kernel, grid, args, meta, variant.params.get("CLUSTER", 1))
+    return out
+
+
+def launch_kernel(kernel, grid, args, meta: dict, ctas: int = 1):
+    """``kernel[grid](*args, **meta)``, or with ``ctas`` > 1 the same in clusters of that many CTAs along x
+    (rsmma's CLUSTER: ``_launch_clustered``)."""
     if ctas > 1:
         _launch_clustered(kernel, grid, args, meta, ctas)
     else:
         kernel[grid](*args, **meta)
-    return out
 
 
 def cluster_meta(packed_meta: tuple, ctas: int) -> tuple:

@@ -129,14 +129,14 @@ def _prefetch_partials(ws_ptr, lock_ptr, a_smem, buf, got_smem, pre_bar, empty, 
 @gluon.jit
 def _load_partition_prefetch(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
                              tiles_n, group, PARTS: gl.constexpr, A_TAIL: gl.constexpr, ws_ptr, lock_ptr, buf,
-                             got_smem, pre_bar, parts, PREFETCH: gl.constexpr, MAX_PARTS: gl.constexpr,
-                             POLLS_: gl.constexpr, IN_RING: gl.constexpr):
-    """rsmma's loader, then (the owner, with PREFETCH) ``_prefetch_partials``."""
+                             got_smem, pre_bar, parts, MAX_PARTS: gl.constexpr, POLLS_: gl.constexpr,
+                             IN_RING: gl.constexpr):
+    """rsmma's loader, then ``_prefetch_partials`` (the owner alone fetches; every CTA gives the flag, so that
+    the MMA warps wait on it unconditioned)."""
     rsmma._load_partition(a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
                           tiles_n, group, PARTS, A_TAIL)
-    if PREFETCH:  # every CTA gives the flag (the owner alone may set it), so that the MMA warps wait unconditioned
-        _prefetch_partials(ws_ptr, lock_ptr, a_smem, buf, got_smem, pre_bar, empty, u0 // blocks, parts,
-                           gl.program_id(1) == 0, n_units, MAX_PARTS, POLLS_, IN_RING)
+    _prefetch_partials(ws_ptr, lock_ptr, a_smem, buf, got_smem, pre_bar, empty, u0 // blocks, parts,
+                       gl.program_id(1) == 0, n_units, MAX_PARTS, POLLS_, IN_RING)
 
 
 @gluon.jit
@@ -183,10 +183,9 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
                           num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
                           SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
                           STAGED_SPLIT: gl.constexpr = False, A_TAIL: gl.constexpr = False,
-                          PREFETCH: gl.constexpr = True, POLLS_: gl.constexpr = POLLS,
-                          IN_RING: gl.constexpr = False):
+                          POLLS_: gl.constexpr = POLLS, IN_RING: gl.constexpr = False):
     """rsmma_kernel's split path (SPLIT_K > 1, STAGED_SPLIT) with the owner's partials prefetched by its
-    loader warp (PREFETCH; module docstring), into a buffer of their own or (IN_RING) into the A stages of
+    loader warp (module docstring), into a buffer of their own or (IN_RING) into the A stages of
     the ring the MMA warps free last (BN fp32 partial rows take an A stage's bytes where BN = BK / 2).
     Everything else as rsmma_kernel has it."""
     BN: gl.constexpr = 16 * num_warps
@@ -232,7 +231,7 @@ def rsmma_prefetch_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N,
                                 c_ptr, ws_ptr, lock_ptr, M, N, stride_cm, stride_cn)),
         (_load_partition_prefetch, (a_desc, p_desc, s_desc, a_smem, p_smem, s_smem, ready, empty, u0, n_units, blocks,
                                     tiles_n, GROUP, PARTS, A_TAIL, ws_ptr, lock_ptr, buf, got_smem,
-                                    pre_bar.index(0), parts, PREFETCH, MAX_PARTS, POLLS_, IN_RING)),
+                                    pre_bar.index(0), parts, MAX_PARTS, POLLS_, IN_RING)),
     ], [1], [rsmma.LOAD_REGS])
     if n_units > 0:
         pid_n, pid_m, _ = _unit(u0, blocks, tiles_n)
@@ -259,7 +258,7 @@ def launch_args(variant, prefetch: bool, polls: int = POLLS, in_ring: bool = Fal
 
 def kernel_launch(variant, prefetch: bool, polls: int = POLLS, in_ring: bool = False):
     """gluon_checks' launch form: (a, packed, scales, out) -> a no-argument launch returning out."""
-    from tunesearch.variants.api import _launch_clustered
+    from tunesearch.variants.api import launch_kernel
 
     make = launch_args(variant, prefetch, polls, in_ring)
 
@@ -267,16 +266,14 @@ def kernel_launch(variant, prefetch: bool, polls: int = POLLS, in_ring: bool = F
         kernel, grid, args, meta, cluster = make(a, packed, scales, out)
 
         def run():
-            if cluster > 1:
-                _launch_clustered(kernel, grid, args, meta, cluster)
-            else:
-                kernel[grid](*args, **meta)
+            launch_kernel(kernel, grid, args, meta, cluster)
             return out
         return run
     return launch
 
 
 def with_skew(variant, skew: int):
+    """``variant`` with its splits skewed by ``skew`` blocks (rsmma's SKEW)."""
     from tunesearch.variants import Variant
 
     return Variant(variant.family, {**variant.params, "SKEW": skew})
