@@ -5,15 +5,20 @@
 # GPU's trials of earlier calls (LOGS) are loaded, so a call resumes where the last one ran out (--trials
 # counts the trials a key has). Leaves in $OUT this GPU's trials, all calls' (trials.jsonl.gz: commit it, CI
 # rebuilds the table from it) and, with EXPORT=1, its table (table.json, `export --current-code-only`).
-# Env: STAGES ("buckets edges": the 30 default buckets, then each one's smallest M), TRIALS (8 a key: half of
-# them seeds), SWEEP_S (each stage's seconds), LOGS, EXPORT. Source benchmarks/device_setup.sh first.
+# Env: STAGES ("buckets edges": the 30 default buckets, then each one's smallest M; "m=LIST": those M alone,
+# e.g. "m=1,2,4 m=3": a bucket's edge after the bucket, whose new fastest its edge then times first), TRIALS
+# (8 a key: half of them seeds), MORE (instead of TRIALS: `--more`, that many trials a key beyond those it
+# has, after its 3 fastest are timed again, so its best's SKEW twins are timed: NOTES.md plan item 1b),
+# SHAPES (default llama-7b), SWEEP_S (each stage's seconds), LOGS, EXPORT. Source benchmarks/device_setup.sh
+# first.
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 DB=sqlite:////tmp/s.db
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "$GPU, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 # the families and layout the packaged table picks from (every shape keeps frag32)
-SEARCH="--shapes llama-7b --families rsmma,twotile,dequant --layouts frag32 --trials ${TRIALS:-8}"
+SEARCH="--shapes ${SHAPES:-llama-7b} --families rsmma,twotile,dequant --layouts frag32"
+SEARCH+=" $([ -n "${MORE:-}" ] && echo "--more $MORE" || echo "--trials ${TRIALS:-8}")"
 
 step "load the packaged table's store${LOGS:+ and $LOGS}"
 tunesearch load benchmarks/results/trials_resume_h200_2026-12-04_s59.jsonl.gz ${LOGS:-} --db $DB 2>&1 | tail -1
@@ -21,6 +26,7 @@ for stage in ${STAGES:-buckets edges}; do
   case $stage in
     buckets) which="--no-edges" ;;
     edges) which="--m edges" ;;
+    m=*) which="--m ${stage#m=}" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
   step "sweep the $stage on $GPU"
@@ -41,5 +47,18 @@ PY
 if [ "${EXPORT:-0}" = 1 ]; then
   step "export"
   tunesearch export $OUT/table.json --db $DB --gpu "$GPU" --current-code-only 2>&1 | tail -8
+  GPU="$GPU" python3 - <<'PY'  # the picks that changed against this GPU's packaged table, if it has one
+import json, os
+from pathlib import Path
+gpu, new = os.environ["GPU"], json.load(open(os.environ["OUT"] + "/table.json"))["gpus"][os.environ["GPU"]]
+old = next((t["gpus"][gpu] for p in sorted(Path("tunesearch/tables").glob("*.json"))
+            if gpu in (t := json.loads(p.read_text()))["gpus"]), None)
+for shape, entry in new["shapes"].items() if old else ():
+    before = {b["m_max"]: b for b in old["shapes"].get(shape, {}).get("buckets", [])}
+    for b in entry["buckets"]:
+        o = before.get(b["m_max"], {"variant": {"id": "(none)"}, "us": ""})
+        if o["variant"]["id"] != b["variant"]["id"]:
+            print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
+PY
 fi
 step done
