@@ -1,5 +1,6 @@
 """The naive Triton peer computes the right answer (else the bench would compare against a wrong
 kernel), and the bench table shows exactly the peers that were timed."""
+import pytest
 import torch
 
 from tunesearch.benchmark import markdown_table
@@ -110,3 +111,32 @@ def test_an_interrupted_bench_prints_the_table_of_its_rows(tmp_path, monkeypatch
     assert table.output.count("| 4096×4096 | 1 | 8.0 |") == 2 and "tinygemm µs" in table.output
     bad = CliRunner().invoke(app, ["bench-table", str(tmp_path / "none.json")])
     assert bad.exit_code == 2 and "not a bench result" in bad.output
+
+
+@pytest.mark.parametrize("plot_arg, expect", [(None, "b.png"), ("", None), ("elsewhere/p.png", "elsewhere/p.png")])
+def test_the_bench_plot_goes_beside_its_json_unless_named(tmp_path, monkeypatch, plot_arg, expect):
+    """`tunesearch bench --out DIR/b.json` writes DIR/b.png, not a bench.png in the working directory
+    (a device run's plot was left behind there); --plot names another path, '' none."""
+    from typer.testing import CliRunner
+
+    from tunesearch import benchmark, dispatch, gpu
+    from tunesearch.cli import app
+
+    monkeypatch.setattr(gpu, "require_cuda", lambda: None)
+    monkeypatch.setattr(dispatch, "load_dispatch", lambda *a, **kw: None)
+    result = dict(rows=[row(M=m, tunesearch_us=8.0 + m) for m in (1, 4)], gpu={"name": "fake"},
+                  date="2026-12-06", complete=True,
+                  python_overhead_us={"dispatch": 17.0, "triton_launch": 140.0, "overhead": -123.0})
+    monkeypatch.setattr(benchmark, "run_bench", lambda *a, **kw: result)
+    run_dir, out_dir = tmp_path / "cwd", tmp_path / "results"
+    run_dir.mkdir(), out_dir.mkdir()
+    monkeypatch.chdir(run_dir)
+    args = ["bench", "--out", str(out_dir / "b.json")] + ([] if plot_arg is None else ["--plot", plot_arg])
+    if plot_arg:
+        (run_dir / "elsewhere").mkdir()
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    wanted = {None: [], "b.png": ["results/b.png"], "elsewhere/p.png": ["cwd/elsewhere/p.png"]}[expect]
+    assert written == sorted(["results/b.json"] + wanted), written
+    assert "wrote" in r.output and ("b.png" in r.output or "p.png" in r.output) == (expect is not None)

@@ -334,7 +334,8 @@ def bench(
     dispatch: Optional[str] = typer.Option(None, help="dispatch table (default: the packaged tables)"),
     group_size: int = typer.Option(128, help="quantization group size"),
     out: str = typer.Option("bench.json", help="where to write the JSON results"),
-    plot: Optional[str] = typer.Option("bench.png", help="where to write the plot ('' for none)"),
+    plot: Optional[str] = typer.Option(None, help="where to write the plot (default: beside --out, its name "
+                                       "ending .png; '' for none)"),
     peers: bool = typer.Option(True, help="also time tinygemm (and gemlite if installed)"),
     split: bool = typer.Option(True, help="M past a bucket as two or three launches where the table says so"),
 ):
@@ -369,11 +370,15 @@ def bench(
         if measured["rows"]:
             print(markdown_table(measured))
         raise typer.Exit(130)
-    write_results(result, out, plot or None)
+    # beside the JSON unless named: a run's two files stay together (the plot used to land in the
+    # working directory, wherever --out pointed)
+    plot_path = str(Path(out).with_suffix(".png")) if plot is None else plot or None
+    write_results(result, out, plot_path)
     print(markdown_table(result))
     o = result["python_overhead_us"]
     print(f"\nhost time per call (M=1): dispatch {o['dispatch']:.1f} us, Triton's own launch of the same "
           f"kernel {o['triton_launch']:.1f} us (difference {o['overhead']:+.1f} us)")
+    print(f"wrote {out}" + (f" and {plot_path}" if plot_path else ""))
 
 
 def _bench_line(row):
