@@ -407,3 +407,27 @@ def test_bench_commands_report_a_bad_flag_before_a_missing_gpu(tmp_path, command
     r = CliRunner().invoke(app, [command, *args])
     assert r.exit_code == 2, r.output
     assert message in r.output
+
+
+def test_a_more_sweep_cut_by_its_budget_names_the_keys_it_did_not_reach(tmp_path, interp, monkeypatch):
+    # --more adds its trials again at every key it reaches, so running the same sweep again to reach the
+    # keys a budget left would also add them again where they were added (_s75's H200 sweep reached 21 of
+    # its 28 keys and said only "over 21 keys")
+    from tunesearch.search import KeySearch
+
+    monkeypatch.setenv("COLUMNS", "200")
+    db = f"sqlite:///{tmp_path}/ts.db"
+    run_sweep(Store(db), tiny(trials=2))
+    with monkeypatch.context() as m:  # the first key's search outlasts the whole budget
+        m.setattr(KeySearch, "run", lambda self, *a, **kw: time.sleep(3.5) or 0)
+        result = run_sweep(Store(db), tiny(more=1, time_budget=3))
+    assert result.status == "budget" and result.keys == 1
+    assert [(k.m, k.layout) for k in result.unreached] == [(3, "base")] and result.untimed == []
+    args = ["sweep", "--interpret-test", "--shapes", "256x72", "--m", "1,3", "--group-size", "64", "--db", db]
+    r = CliRunner().invoke(app, [*args, "--more", "1", "--time-budget", "0.000001"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "the time budget ran out before 2 key(s): 256x72 M=1,3 (base)" in text, text
+    r = CliRunner().invoke(app, [*args, "--trials", "2", "--time-budget", "0.000001"])
+    assert r.exit_code == 0 and "ran out before" not in r.output  # --trials resumes: no such warning
+    assert run_sweep(Store(db), tiny(more=1)).unreached == []

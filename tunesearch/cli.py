@@ -204,6 +204,7 @@ def sweep(
     console.print(f"{result.trials_run} new trials{retimed} over {result.keys} keys in {result.wall_s:.0f} s "
                   f"({result.status}); store: {store.url}")
     _warn_untimed(result.untimed, settings)
+    _warn_unreached(result.unreached, settings)
 
 
 def _warn_untimed(keys, settings) -> None:
@@ -216,6 +217,19 @@ def _warn_untimed(keys, settings) -> None:
     console.print(f"[yellow]warning:[/] {len(keys)} key(s) hold no trial{of} of this code, which the export "
                   f"leaves out: {describe_keys(keys)}. Run the same sweep again with more --time-budget: it "
                   "resumes, skipping the keys that hold their trials")
+
+
+def _warn_unreached(keys, settings) -> None:
+    """Name the keys a ``--more`` sweep's time budget ran out before. Run again, it would add its trials
+    again at every key it reaches, so those keys want a sweep of their own. (A ``--trials`` sweep run
+    again resumes where it stopped: its summary's "(budget)" says enough.)"""
+    if not keys or not settings.more:
+        return
+    from tunesearch.sweep import describe_keys
+
+    console.print(f"[yellow]warning:[/] the time budget ran out before {len(keys)} key(s): {describe_keys(keys)}. "
+                  f"Run again, --more {settings.more} adds {settings.more} trials at every key it reaches, those "
+                  "included: give those keys a sweep of their own (--shapes, --m)")
 
 
 @app.command()

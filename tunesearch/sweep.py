@@ -106,6 +106,9 @@ class SweepResult:
     worker_restarts: int = 0
     retimed: int = 0  # stored trials timed again (``more`` sweeps)
     untimed: list = field(default_factory=list)  # keys left with no trial of this code (``untimed_keys``)
+    # keys of this worker's static share that the time budget ran out before (never started); a ``more``
+    # sweep cannot simply be run again to reach them, since it adds its trials again at every key it reaches
+    unreached: list = field(default_factory=list)
 
 
 def optuna_storage(store: Store, attempts: int = 5):
@@ -253,7 +256,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     layouts = sweep_layouts(settings, limits)
     # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
     keys = sweep_keys(settings, info.name, layouts)
-    trials_run, status, keys_seen, short, retimed = 0, "done", 0, False, 0
+    trials_run, status, short, retimed = 0, "done", False, 0
+    reached: list[Key] = []  # in order; the summary's "over N keys" counts them
     # each key's space size, counted once a sweep: a count enumerates and checks the whole space (~0.2 s a
     # key on sm_90), and a sweep with a time budget asks for each key up to three times
     space_size = functools.cache(lambda key: len(key_space(key, limits, settings.families)))
@@ -266,7 +270,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             if time.time() >= deadline:
                 status = "budget"
                 break
-            keys_seen += 1  # reached within the budget (the summary's "over N keys")
+            reached.append(key)  # within the budget
             if settings.fresh:
                 store.delete_trials(key)
                 delete_studies(key, storage)
@@ -322,8 +326,11 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             if (t.k, t.n) in set(settings.shapes) and t.m in settings.all_ms and t.group_size == settings.group_size]
     mine = set(_dealt_keys(keys, settings, None)) if key_queue is None else set(keys)
     untimed = [key for key in untimed_keys(store, settings, info.name, layouts) if key in mine]
-    return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
-                       worker_restarts=measurer.restarts, retimed=retimed, untimed=untimed)
+    seen = set(reached)
+    unreached = [] if key_queue is not None else [key for key in _dealt_keys(keys, settings, None)
+                                                  if key not in seen]
+    return SweepResult(info.name, time.time() - t0, trials_run, len(reached), status, best,
+                       worker_restarts=measurer.restarts, retimed=retimed, untimed=untimed, unreached=unreached)
 
 
 class _ForwardedProgress:
