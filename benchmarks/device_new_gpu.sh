@@ -47,18 +47,6 @@ PY
 if [ "${EXPORT:-0}" = 1 ]; then
   step "export"
   tunesearch export $OUT/table.json --db $DB --gpu "$GPU" --current-code-only 2>&1 | tail -8
-  GPU="$GPU" python3 - <<'PY'  # the picks that changed against this GPU's packaged table, if it has one
-import json, os
-from pathlib import Path
-gpu, new = os.environ["GPU"], json.load(open(os.environ["OUT"] + "/table.json"))["gpus"][os.environ["GPU"]]
-old = next((t["gpus"][gpu] for p in sorted(Path("tunesearch/tables").glob("*.json"))
-            if gpu in (t := json.loads(p.read_text()))["gpus"]), None)
-for shape, entry in new["shapes"].items() if old else ():
-    before = {b["m_max"]: b for b in old["shapes"].get(shape, {}).get("buckets", [])}
-    for b in entry["buckets"]:
-        o = before.get(b["m_max"], {"variant": {"id": "(none)"}, "us": ""})
-        if o["variant"]["id"] != b["variant"]["id"]:
-            print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
-PY
+  python3 benchmarks/changed_picks.py $OUT/table.json  # against this GPU's packaged table, if it has one
 fi
 step done

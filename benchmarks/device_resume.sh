@@ -65,19 +65,7 @@ PY
 fi
 tunesearch export $OUT/h200.json --db $DB --current-code-only 2>&1 | tail -12  # with its warnings
 tunesearch dump $OUT/trials.jsonl.gz --db $DB 2>&1 | tail -1
-python3 - <<'PY'
-import json, os
-old = json.load(open("tunesearch/tables/h200.json"))["gpus"]["NVIDIA H200"]["shapes"]
-new = json.load(open(os.environ["OUT"] + "/h200.json"))["gpus"]["NVIDIA H200"]["shapes"]
-for shape, entry in new.items():
-    before = {b["m_max"]: b for b in old[shape]["buckets"]}
-    for b in entry["buckets"]:
-        o = before.get(b["m_max"])
-        if o is None:  # a key at a bucket's smallest M (--m edges), new to the table
-            print(f"{shape} M={b['m_max']}: (new) {b['variant']['id']} {b['us']}")
-        elif o["variant"]["id"] != b["variant"]["id"]:
-            print(f"{shape} M={b['m_max']}: {o['variant']['id']} {o['us']} -> {b['variant']['id']} {b['us']}")
-PY
+python3 benchmarks/changed_picks.py $OUT/h200.json  # the picks that changed
 
 if [ "${AFTER:-1}" = 1 ]; then
   step "dispatch GPU tests on the new table"
