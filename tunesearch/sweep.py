@@ -256,8 +256,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     layouts = sweep_layouts(settings, limits)
     # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
     keys = sweep_keys(settings, info.name, layouts)
-    trials_run, status, short, retimed = 0, "done", False, 0
-    reached: list[Key] = []  # in order; the summary's "over N keys" counts them
+    trials_run, status, keys_seen, short, retimed = 0, "done", 0, False, 0
     # each key's space size, counted once a sweep: a count enumerates and checks the whole space (~0.2 s a
     # key on sm_90), and a sweep with a time budget asks for each key up to three times
     space_size = functools.cache(lambda key: len(key_space(key, limits, settings.families)))
@@ -270,7 +269,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             if time.time() >= deadline:
                 status = "budget"
                 break
-            reached.append(key)  # within the budget
+            keys_seen += 1  # reached within the budget (the summary's "over N keys")
             if settings.fresh:
                 store.delete_trials(key)
                 delete_studies(key, storage)
@@ -324,12 +323,12 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
             compiler.close()
     best = [t for t in store.best_trials(info.name)
             if (t.k, t.n) in set(settings.shapes) and t.m in settings.all_ms and t.group_size == settings.group_size]
-    mine = set(_dealt_keys(keys, settings, None)) if key_queue is None else set(keys)
+    share = list(_dealt_keys(keys, settings, None)) if key_queue is None else keys
+    mine = set(share)
     untimed = [key for key in untimed_keys(store, settings, info.name, layouts) if key in mine]
-    seen = set(reached)
-    unreached = [] if key_queue is not None else [key for key in _dealt_keys(keys, settings, None)
-                                                  if key not in seen]
-    return SweepResult(info.name, time.time() - t0, trials_run, len(reached), status, best,
+    # the static share is taken in order and left only at the deadline: what follows the reached ones
+    unreached = share[keys_seen:] if key_queue is None else []
+    return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
                        worker_restarts=measurer.restarts, retimed=retimed, untimed=untimed, unreached=unreached)
 
 
