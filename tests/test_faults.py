@@ -158,7 +158,8 @@ def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
     url = f"sqlite:///{tmp_path}/all.db"
     Store(url)
     s = SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 8], group_size=64, trials=4, interpret_test=True)
-    results = run_sweep_all(url, s, devices=[0, 1])
+    results, unreached = run_sweep_all(url, s, devices=[0, 1])
+    assert unreached == []
     assert sorted(r[0] for r in results) == [0, 1]
     assert all(status == "done" and err is None for _, _, status, err in results)
     assert sum(n for _, n, _, _ in results) == 16
@@ -170,6 +171,22 @@ def test_one_process_per_gpu_deals_the_keys_and_shares_the_store(tmp_path):
         workers_per_key = {m: {t.sweep_id for t in rows if t.m == m} for m in (1, 3, 5, 8)}
     assert parts == [(0, 2), (1, 2)]
     assert all(len(sweeps) == 1 for sweeps in workers_per_key.values())
+
+
+def test_gpu_workers_stopped_by_the_budget_name_every_key_they_left_in_order(tmp_path):
+    """--gpu all --more with a time budget: each worker's key pulled at its deadline and the keys still
+    queued are named, in the sweep's order, so that the CLI can warn of them as it does for one GPU."""
+    from tunesearch.sweep import run_sweep_all
+
+    url = f"sqlite:///{tmp_path}/budget.db"
+    Store(url)
+    s = SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 8], group_size=64, trials=4, interpret_test=True)
+    assert sum(n for _, n, _, _ in run_sweep_all(url, s, devices=[0, 1])[0]) == 16
+    more = SweepSettings(**{**s.__dict__, "more": 1, "time_budget": 1e-6})  # past its deadline at once
+    results, unreached = run_sweep_all(url, more, devices=[0, 1])
+    assert [status for _, _, status, _ in results] == ["budget", "budget"]
+    assert [(k.m, k.n, k.k, k.layout) for k in unreached] == [(m, 72, 256, "base") for m in (1, 3, 5, 8)]
+    assert len(Store(url).trials()) == 16  # nothing added
 
 
 class Events:
@@ -191,7 +208,8 @@ def test_a_gpu_worker_that_dies_is_reported_and_the_other_takes_its_keys(tmp_pat
     Store(url)
     s = SweepSettings(shapes=[(256, 72)], ms=[1, 3, 5, 8], group_size=64, trials=4, interpret_test=True)
     events = Events()
-    results = run_sweep_all(url, s, devices=[0, 1], progress=events)
+    results, unreached = run_sweep_all(url, s, devices=[0, 1], progress=events)
+    assert unreached == []  # the survivor reached every key: none was left by a budget
     assert results[0][1:3] == (16, "done")
     assert results[1][2] == "crashed" and "exit code 137" in results[1][3]
     assert len(Store(url).trials()) == 16

@@ -183,7 +183,7 @@ def sweep(
             _fail(f"--families {','.join(settings.families)}: none of them runs on {name} ({GLUON_NEEDS})", 1)
         if len(devices) > 1:
             with _Progress(settings) as progress:
-                results = run_sweep_all(store.url, settings, devices, progress)
+                results, unreached = run_sweep_all(store.url, settings, devices, progress)
             for dev, n, status, err in results:
                 console.print(f"GPU {dev}: {n} trials, {status}" + (f": {err}" if err else ""))
             best = store.best_trials()
@@ -193,6 +193,7 @@ def sweep(
 
             _warn_untimed(untimed_keys(store, settings, name, sweep_layouts(settings, DeviceLimits.of(devices[0]))),
                           settings)
+            _warn_unreached(unreached, settings)
             if any(status == "crashed" for _, _, status, _ in results):
                 raise typer.Exit(1)
             return

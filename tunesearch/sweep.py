@@ -257,6 +257,7 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     # every shape's buckets first, then their smallest M, whose searches start from the buckets' winners
     keys = sweep_keys(settings, info.name, layouts)
     trials_run, status, keys_seen, short, retimed = 0, "done", 0, False, 0
+    dropped = []  # the key pulled from a shared queue when the budget had run out: no other worker takes it
     # each key's space size, counted once a sweep: a count enumerates and checks the whole space (~0.2 s a
     # key on sm_90), and a sweep with a time budget asks for each key up to three times
     space_size = functools.cache(lambda key: len(key_space(key, limits, settings.families)))
@@ -268,6 +269,8 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
         for key in _dealt_keys(keys, settings, key_queue):
             if time.time() >= deadline:
                 status = "budget"
+                if key_queue is not None:
+                    dropped.append(key)
                 break
             keys_seen += 1  # reached within the budget (the summary's "over N keys")
             if settings.fresh:
@@ -326,8 +329,9 @@ def run_sweep(store: Store, settings: SweepSettings, device: int | None = None,
     share = list(_dealt_keys(keys, settings, None)) if key_queue is None else keys
     mine = set(share)
     untimed = [key for key in untimed_keys(store, settings, info.name, layouts) if key in mine]
-    # the static share is taken in order and left only at the deadline: what follows the reached ones
-    unreached = share[keys_seen:] if key_queue is None else []
+    # the static share is taken in order and left only at the deadline: what follows the reached ones (a
+    # shared queue's other keys left are the parent's to name: run_sweep_all)
+    unreached = share[keys_seen:] if key_queue is None else dropped
     return SweepResult(info.name, time.time() - t0, trials_run, keys_seen, status, best,
                        worker_restarts=measurer.restarts, retimed=retimed, untimed=untimed, unreached=unreached)
 
@@ -358,9 +362,9 @@ def _worker(url, settings, device, queue, key_queue):
     try:
         result = run_sweep(Store(url), settings, device, progress=_ForwardedProgress(queue, device),
                            key_queue=key_queue)
-        queue.put(("result", device, result.trials_run, result.status, None))
+        queue.put(("result", device, result.trials_run, result.status, None, result.unreached))
     except BaseException as exc:  # report, do not hang the parent
-        queue.put(("result", device, 0, "crashed", f"{type(exc).__name__}: {exc}"))
+        queue.put(("result", device, 0, "crashed", f"{type(exc).__name__}: {exc}", []))
 
 
 def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progress=None):
@@ -368,9 +372,10 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
     shared queue, each GPU taking the next as soon as it is free: a static round-robin share left
     the H200 pair's two sweeps at 52.8 and 44.1 s for the same number of keys.
 
-    Returns (device, trials run, status, error) per worker; a worker that dies without reporting
-    (killed, out of memory) is 'crashed' with its exit code, and the others carry on. ``progress``
-    (start_key / trial / end_key) receives every worker's progress."""
+    Returns (device, trials run, status, error) per worker, where a worker that dies without reporting
+    (killed, out of memory) is 'crashed' with its exit code and the others carry on, and the keys a time
+    budget left, in the sweep's order (each worker's key pulled at its deadline and those still queued).
+    ``progress`` (start_key / trial / end_key) receives every worker's progress."""
     import queue as queue_module
 
     if settings.layouts is None and not settings.interpret_test:  # the workers must deal the same keys
@@ -388,7 +393,7 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
         p = ctx.Process(target=_worker, args=(url, s, dev, events, key_queue))
         p.start()
         procs[dev] = p
-    results = {}
+    results, unreached = {}, []
     while len(results) < len(procs):
         try:
             kind, dev, *rest = events.get(timeout=1.0)
@@ -398,20 +403,41 @@ def run_sweep_all(url: str, settings: SweepSettings, devices: list[int], progres
                     try:  # its last words may still be in the pipe
                         while True:
                             kind, d, *rest = events.get(timeout=1.0)
-                            _handle(kind, d, rest, results, progress)
+                            _handle(kind, d, rest, results, progress, unreached)
                     except queue_module.Empty:
                         pass
                     if dev not in results:
                         results[dev] = (dev, 0, "crashed", f"worker process died (exit code {p.exitcode})")
             continue
-        _handle(kind, dev, rest, results, progress)
+        _handle(kind, dev, rest, results, progress, unreached)
     for p in procs.values():
         p.join()
-    return [results[dev] for dev in devices]
+    if unreached:  # a worker stopped at its deadline: what it left in the queue was reached by none
+        gpu = unreached[0].gpu
+        keys = sweep_keys(settings, gpu, settings.layouts or ("base",))
+        queued = _drain(key_queue)
+        unreached = sorted(unreached + [keys[i] for i in queued], key=keys.index)
+    return [results[dev] for dev in devices], unreached
 
 
-def _handle(kind, dev, rest, results, progress):
+def _drain(key_queue) -> list[int]:
+    """The key indices still in ``key_queue`` (its stop sentinels dropped), once no worker reads it."""
+    import queue as queue_module
+
+    left = []
+    try:
+        while True:
+            item = key_queue.get(timeout=0.2)  # a put by a finished process may still be in its feeder
+            if item is not None:
+                left.append(item)
+    except queue_module.Empty:
+        return left
+
+
+def _handle(kind, dev, rest, results, progress, unreached):
     if kind == "result":
-        results[dev] = (dev, *rest)
+        *result, left = rest
+        results[dev] = (dev, *result)
+        unreached.extend(left)
     elif progress is not None:
         getattr(progress, kind)(rest[0])
