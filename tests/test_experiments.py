@@ -359,6 +359,30 @@ def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(va
     assert family["shared"] < ring["shared"] <= family["shared"] + 256
 
 
+@pytest.mark.parametrize("twin", ["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s5.c3",
+                                  "rsmma.bm16.bn128.bk64.sk2.w8.s8", "rsmma.bm64.bn64.bk128.sk4.w4.s4.c2"])
+def test_rsmmapf_as_launched_keeps_its_rsmma_twins_schedule_and_the_shared_bytes_its_rule_counts(twin):
+    # the rsmmapf family (variants/rsmmapf.py) as api._kernel_call launches it: rsmma's loop (the same wgmma
+    # waits and registers, no spills), and the shared memory space.rsmmapf_extra_bytes adds to rsmma's, which
+    # decides where the family's CTAs fit (space._rsmmapf_error, _ctas_pruned), in each form it offers
+    from tunesearch.variants import Variant
+    from tunesearch.variants.space import DeviceLimits, rsmma_shared_bytes, rsmmapf_extra_bytes, variant_error
+
+    family = _compiled_offline("rsmma_prefetch.py", "--compile-variant", twin)
+    p = Variant.from_id(twin).params
+    rings = (1, 0) if p["BK"] == 2 * p["BN"] else (0,)
+    for ring in rings:
+        pf = Variant("rsmmapf", {**p, "RING": ring})
+        assert variant_error(pf, 1, 4096, 4096, 128, DeviceLimits(gluon=True), layout="frag32") is None
+        got = _compiled_offline("rsmma_prefetch.py", "--compile-variant", pf.id)
+        assert got["waits"] == family["waits"] and "gsb0, 0x1" in got["waits"]
+        assert got["reg"] == family["reg"] and got["local"] == family["local"] == 0
+        extra = rsmmapf_extra_bytes(p["BM"], p["BN"], p["SPLIT_K"], ring)
+        assert 0 <= got["shared"] - family["shared"] - extra <= 64, (pf.id, got["shared"], family["shared"], extra)
+        counted = rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"]) + extra
+        assert counted < got["shared"] <= counted + 1024  # the rule's alignment allowance (space._tma_ring_error)
+
+
 def _twotile_configs():
     """The experiment's config ("BN,HI,LO,BK,STAGES,CTAS,STREAM") for each (HI, BN) of the twotile family at
     the most CTAs an SM its rule allows (space.TWOTILE_CTAS), the widest LO, both schedules; and the

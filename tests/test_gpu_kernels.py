@@ -140,7 +140,7 @@ DQMMA_SHAPES = [(64, 4096, 4096, 128), (65, 512, 200, 64), (127, 256, 520, 128),
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("family,layout", [("dqmma", "base"), ("rsmma", "base"), ("rsmma", "frag32"),
-                                           ("twotile", "frag32")])
+                                           ("twotile", "frag32"), ("rsmmapf", "frag32")])
 @pytest.mark.parametrize("M,K,N,G", DQMMA_SHAPES)
 def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     """The Gluon families (no interpreter) against A @ dequantize(W) on the mask edges, through matmul with
@@ -155,12 +155,12 @@ def test_gluon_family_on_gpu(M, K, N, G, family, layout):
     from tunesearch.variants.api import make_launcher
     from tunesearch.variants.layout import to_layout
 
-    from tunesearch.variants.space import DQMMA_M, RSMMA_M, TWOTILE_M
+    from tunesearch.variants.space import DQMMA_M, RSMMA_M, RSMMAPF_M, TWOTILE_M
 
     limits = DeviceLimits.of(0)
     if not limits.gluon:
         pytest.skip(f"{limits.name}: no Gluon family here")
-    lo, hi = {"dqmma": DQMMA_M, "rsmma": RSMMA_M, "twotile": TWOTILE_M}[family]
+    lo, hi = {"dqmma": DQMMA_M, "rsmma": RSMMA_M, "twotile": TWOTILE_M, "rsmmapf": RSMMAPF_M}[family]
     if not lo <= M <= hi or (family == "twotile" and 96 < M <= 128):
         pytest.skip(f"{family} is not offered at M = {M}")
     space = [v for v in variant_space(M, N, K, G, device=0, layout=layout) if v.family == family]
@@ -476,6 +476,42 @@ def test_rsmma_skewed_splits_give_the_same_bits_whoever_sums(variant_id, M, K, N
     assert meta["SKEW"] > 0 and meta["OWNER_FIRST"] and meta["MAX_PARTS"] == meta["SPLIT_K"]
     assert all(torch.equal(out, outs[False][0]) for out in outs[True] + outs[False])
     assert relative_error(outs[True][0], ref) < 2e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", 5, 4096, 1032),
+                                                 ("rsmma.bm16.bn64.bk128.sk4.w4.s8.c3.skew2", 16, 11008, 1000),
+                                                 ("rsmma.bm8.bn64.bk128.sk4.w4.s5.c3", 3, 4096, 4096),
+                                                 ("rsmma.bm32.bn64.bk128.sk2.w4.s6.skew3.cl2", 40, 4096, 1024)])
+@pytest.mark.parametrize("ring", [1, 0])
+def test_rsmmapf_gives_its_rsmma_twins_bits_whether_its_loader_fetches_or_gives_up(variant_id, M, K, N, ring):
+    """rsmmapf (the owner's loader prefetching the other splits' partials) adds them in rsmma's order: the
+    very bits of its rsmma twin, through ``matmul`` and the runtime's launcher, launch after launch (whoever
+    ends last), with the loader polling as the family launches it and giving up after one load (POLLS_=1:
+    then the owner takes rsmma's path), each into a NaN-filled C; and right. Rows and columns past C's edge,
+    K = 86 blocks in 4 splits, a cluster of two."""
+    import torch
+
+    from tunesearch.variants import Variant, matmul
+    from tunesearch.variants.api import _kernel_call, launch_kernel, make_launcher
+
+    a, packed, scales, ref = _rsmma_operands(M, K, N, "frag32", seed=15)
+    twin = Variant.from_id(variant_id)
+    want = matmul(a, packed, scales, twin, 128)
+    pf = Variant("rsmmapf", {**twin.params, "RING": ring})
+    nan = lambda: torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")  # noqa: E731
+    outs = [matmul(a, packed, scales, pf, 128, out=nan()) for _ in range(3)]
+    launcher = make_launcher(pf, a, packed, scales, nan(), 128)
+    outs += [launcher(a, packed, scales, nan()) for _ in range(3)]
+    for _ in range(3):
+        out = nan()
+        kernel, grid, args, meta = _kernel_call(pf, a, packed, scales, out, 128)
+        assert meta["IN_RING"] == bool(ring) and meta["STAGED_SPLIT"]
+        launch_kernel(kernel, grid, args, dict(meta, POLLS_=1), pf["CLUSTER"])
+        outs.append(out)
+    bad = [i for i, out in enumerate(outs) if not torch.equal(out, want)]
+    assert not bad, f"launches {bad} of {len(outs)} differ from {twin.id}'s bits"
+    assert relative_error(want, ref) < 2e-3
 
 
 @pytest.mark.gpu

@@ -285,6 +285,26 @@ def test_a_clustered_launch_is_the_compiled_kernels_own_with_x_in_clusters(monke
     assert api.cluster_meta((4, 1, 1000), 2) == (4, 2, 1000)
 
 
+def test_rsmmapfs_launch_is_its_rsmma_twins_with_the_familys_kernel_and_where_its_partials_go():
+    # api._rsmmapf_call on CPU tensors: rsmma's grid, descriptors, workspace and counters (the other splits
+    # run rsmma's code; the owner reads the same slots), the family's kernel, IN_RING from RING, POLLS_ set
+    from tunesearch.variants import Variant
+    from tunesearch.variants.api import _kernel_call
+    from tunesearch.variants.rsmmapf import POLLS, rsmmapf_kernel
+
+    a, packed, scales = _operands(3, 4096, 4096)
+    twin = Variant.from_id("rsmma.bm8.bn64.bk128.sk4.w4.s5.c3.skew2")
+    want = _kernel_call(twin, a, packed, scales, torch.empty(3, 4096, dtype=torch.float16), 128)
+    for ring in (1, 0):
+        pf = Variant("rsmmapf", {**twin.params, "RING": ring})
+        kernel, grid, args, meta = _kernel_call(pf, a, packed, scales, torch.empty(3, 4096, dtype=torch.float16), 128)
+        assert kernel is rsmmapf_kernel and grid == want[1] == (64, 4, 1)
+        assert meta == dict(want[3], IN_RING=bool(ring), POLLS_=POLLS) and meta["STAGED_SPLIT"] and meta["OWNER_FIRST"]
+        assert [list(d.block_shape) for d in args[:3]] == [list(d.block_shape) for d in want[2][:3]]
+        assert args[4].numel() == want[2][4].numel() == 64 * 4 * 8 * 64  # a [BN, BM] fp32 slot a part of each tile
+        assert args[6:] == want[2][6:]  # M, N, K and C's strides
+
+
 def test_rsmma_a_boxes_hold_ms_rows_below_a_token_tile_and_twotiles_stay_whole():
     # rsmma's launch on CPU tensors (NOTES.md row 104): below BM tokens A's box is R rows, M's last power of
     # two, by one 128-byte column chunk (the kernel copies a second box of A's last R rows where M > R, its

@@ -280,6 +280,25 @@ def test_the_best_former_winner_is_followed_by_its_twins_along_later_parameters(
     assert later_parameter_twins([other, split], space) == [other, split] and later_parameter_twins([], space) == []
 
 
+def test_a_split_rsmma_best_is_timed_as_rsmmapf_first_where_the_search_holds_that_family():
+    """rsmmapf is rsmma's split launch with the owner's partials prefetched (1-4% at two splits on the H100,
+    NOTES.md row 132): a key's best split rsmma variant is timed in that family right after it, the partials
+    in the ring first, then its parameter twins; not where the search leaves the family out."""
+    from tunesearch.search import key_space, later_parameter_twins
+    from tunesearch.variants import DeviceLimits, Variant
+
+    hopper = DeviceLimits(gluon=True)
+    key = Key("synthetic", 1, 11008, 4096, 128, "frag32")
+    split = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3")
+    queue = [v.id for v in later_parameter_twins([split], key_space(key, hopper))]
+    assert queue[:4] == [split.id, f"rsmmapf{split.id[5:]}.ring1", f"rsmmapf{split.id[5:]}", f"{split.id}.cl2"]
+    alone = [v.id for v in later_parameter_twins([split], key_space(key, hopper, families={"rsmma"}))]
+    assert alone[1] == f"{split.id}.cl2" and not any(v.startswith("rsmmapf") for v in alone)
+    # an rsmmapf best's own twins: the other RING first (its newest parameter)
+    best = Variant.from_id("rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3")
+    assert [v.id for v in later_parameter_twins([best], key_space(key, hopper))][1] == f"{best.id}.ring1"
+
+
 def test_a_sweep_records_every_kernel_hash():
     from types import SimpleNamespace
 
@@ -290,6 +309,7 @@ def test_a_sweep_records_every_kernel_hash():
     versions = _versions(info, code_version())
     assert versions["code"] == code_version() and versions["code_dqmma"] == code_version("dqmma")
     assert versions["code_rsmma"] == code_version("rsmma")
+    assert versions["code_rsmmapf"] == code_version("rsmmapf") != code_version("rsmma")
 
 
 def test_a_trial_another_worker_took_and_finished_is_skipped(tmp_path):

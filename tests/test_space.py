@@ -255,6 +255,63 @@ def test_twotile_is_offered_where_one_of_its_tiles_holds_m_on_frag32_with_its_ow
     assert seeds[1] == "twotile.bm128.lo32.bn64.bk64.sk2.w4.s6.c1"
 
 
+def test_rsmmapf_is_offered_where_rsmma_splits_on_frag32_with_its_own_rules():
+    # rsmmapf (variants/rsmmapf.py) is rsmma's split launch with its partials prefetched: offered at M <= 64 on
+    # frag32 where Gluon runs, split launches only, its partials in the ring only where an A stage holds one
+    from tunesearch.variants import DeviceLimits
+    from tunesearch.variants.space import (RSMMAPF_M, family_twins, launch_waves, rsmma_shared_bytes,
+                                           rsmmapf_extra_bytes, token_tiles)
+
+    hopper = DeviceLimits(gluon=True)
+    for M in (1, 3, 16, 32, 64, 65, 128):
+        space = [v for v in variant_space(M, 11008, 4096, 128, hopper, layout="frag32") if v.family == "rsmmapf"]
+        assert bool(space) == (M <= 64) and (not space or RSMMAPF_M[0] <= M <= RSMMAPF_M[1])
+        for v in space:
+            p = v.params
+            assert p["SPLIT_K"] in (2, 4) and p["num_stages"] * p["BK"] >= 2 * p["BN"]
+            assert not p["RING"] or (p["BK"] == 2 * p["BN"] and p["SPLIT_K"] - 1 <= p["num_stages"])
+            assert p["CTAS"] == 1 or p["CTAS"] * (rsmma_shared_bytes(p["BM"], p["BN"], p["BK"], p["num_stages"])
+                                                  + rsmmapf_extra_bytes(p["BM"], p["BN"], p["SPLIT_K"], p["RING"])
+                                                  + 2048) <= hopper.sm_shared_memory
+        assert {v["RING"] for v in space} == ({0, 1} if space else set())
+        # never on the base layout, nor where Gluon does not run
+        assert not any(v.family == "rsmmapf" for v in variant_space(M, 11008, 4096, 128, hopper))
+        assert not any(v.family == "rsmmapf" for v in variant_space(M, 11008, 4096, 128, "cpu", layout="frag32"))
+    # an id is its rsmma twin's with the family's name and RING (left out at 0); the twins of a split rsmma
+    # launch, in the ring first (the experiment's winner at two splits, NOTES.md row 132)
+    twin = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4")
+    assert [v.id for v in family_twins(twin)] == ["rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3.skew4.ring1",
+                                                  "rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3.skew4"]
+    assert all(Variant.from_id(v.id) == v for v in family_twins(twin))
+    assert family_twins(Variant.from_id("rsmma.bm8.bn64.bk128.sk1.w4.s6.c3")) == []
+    assert family_twins(Variant.from_id("twotile.bm128.lo32.bn64.bk64.sk2.w4.s6.c1")) == []
+    ring = family_twins(twin)[0]
+    for M in (1, 5, 8, 40):  # rsmma's grid and token tiles: the schedule model and the buckets read them alike
+        assert launch_waves("rsmmapf", ring.params, M, 11008, 4096, 132) == \
+            launch_waves("rsmma", twin.params, M, 11008, 4096, 132)
+        assert token_tiles("rsmmapf", ring.params, M) == token_tiles("rsmma", twin.params, M)
+    # its rules, with reasons
+    for bad, reason in (("rsmmapf.bm8.bn64.bk128.sk1.w4.s6.c3", "SPLIT_K must be 2"),
+                        ("rsmmapf.bm8.bn64.bk64.sk2.w4.s6.c3.ring1", "BK must be 2 BN"),
+                        ("rsmmapf.bm8.bn64.bk128.sk4.w4.s2.c3.ring1", "num_stages >= 3"),
+                        ("rsmmapf.bm8.bn128.bk64.sk2.w8.s1", "num_stages x BK >= 2 BN")):
+        assert reason in variant_error(Variant.from_id(bad), 1, 11008, 4096, 128, hopper, layout="frag32"), bad
+    assert "does not read" in variant_error(ring, 1, 11008, 4096, 128, hopper)
+    assert "is for 1 <= M <= 64" in variant_error(ring, 65, 11008, 4096, 128, hopper, prune=True, layout="frag32")
+    # three 32-token CTAs an SM fit rsmma's rings, and rsmmapf's with the partials in the ring, but not with
+    # four splits' partials in a buffer of their own (32 KB a CTA more)
+    for vid, fits in (("rsmma.bm32.bn64.bk128.sk4.w4.s6.c3", True),
+                      ("rsmmapf.bm32.bn64.bk128.sk4.w4.s6.c3.ring1", True),
+                      ("rsmmapf.bm32.bn64.bk128.sk4.w4.s6.c3", False)):
+        reason = variant_error(Variant.from_id(vid), 32, 11008, 4096, 128, hopper, prune=True, layout="frag32")
+        assert (reason is None) == fits and (fits or "2 of its rings fit" in reason), (vid, reason)
+    # its seed follows rsmma's and twotile's: rsmma's M <= 32 seed where it splits, in the ring
+    seeds = [v.id for v in heuristic_variants(1, 11008, 4096, 128, hopper, layout="frag32")]
+    assert seeds[:2] == ["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3", "rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3.ring1"]
+    assert not any(v.startswith("rsmmapf") for v in seeds[:1]
+                   + [v.id for v in heuristic_variants(1, 11008, 4096, 128, hopper)])
+
+
 def test_rsmma_is_offered_in_its_m_range_with_its_own_rules():
     from tunesearch.variants import DeviceLimits
     from tunesearch.variants.space import RSMMA_M, next_pow2, rsmma_shared_bytes
@@ -391,7 +448,8 @@ def test_a_sweep_says_which_families_the_gpu_runs(monkeypatch):
         monkeypatch.setattr(DeviceLimits, "of", classmethod(lambda cls, device=None: cls(name="GPU X", gluon=gluon)))
         line = _families_line(*_families_off(0))
         assert line.startswith("families on GPU X: gemm, splitk, gemv, swapab, dequant, dqchunk")
-        assert ("dqmma, rsmma, twotile off" in line) != gluon and ("dqchunk, dqmma, rsmma, twotile" in line) == gluon
+        assert ("dqmma, rsmma, twotile, rsmmapf off" in line) != gluon
+        assert ("dqchunk, dqmma, rsmma, twotile, rsmmapf" in line) == gluon
 
 
 def test_a_sweep_of_only_families_the_gpu_cannot_run_fails_clearly(monkeypatch, tmp_path):

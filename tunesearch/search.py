@@ -24,7 +24,7 @@ import optuna
 
 from tunesearch.db import Key, Store, Trial
 from tunesearch.variants import Variant, variant_space
-from tunesearch.variants.space import FAMILY_DEFAULTS, FAMILY_GRID, FAMILY_PARAMS, param_steps
+from tunesearch.variants.space import FAMILY_DEFAULTS, FAMILY_GRID, FAMILY_PARAMS, family_twins, param_steps
 
 from .measure import metrics
 from .shapes import is_edge_key
@@ -40,7 +40,8 @@ KERNEL_SOURCES = ("_common.py", "gemm.py", "gemv.py", "swapab.py", "dequant.py")
 # rsmma takes dqmma's descriptors and epilogue; rsmma_launch.py sizes its launch's registers; twotile is
 # rsmma's kernel with two accumulators (its loader, fragment, staged store and dqmma's reduction)
 FAMILY_SOURCES = {"dqmma": ("dqmma.py",), "rsmma": ("rsmma.py", "dqmma.py", "rsmma_launch.py"),
-                  "twotile": ("twotile.py", "rsmma.py", "dqmma.py", "rsmma_launch.py")}
+                  "twotile": ("twotile.py", "rsmma.py", "dqmma.py", "rsmma_launch.py"),
+                  "rsmmapf": ("rsmmapf.py", "rsmma.py", "dqmma.py", "rsmma_launch.py")}
 # A family that reads a second weight layout with a kernel of its own: its trials in that layout are keyed
 # by that source too (rsmma reads frag32 with its own sources' fragment builder).
 LAYOUT_SOURCES = {("dequant", "frag32"): ("dequant_frag32.py",)}
@@ -455,16 +456,19 @@ def former_winners(store: Store, key: Key, codes: dict[str, str], limit: int = 4
 
 
 def later_parameter_twins(winners: list[Variant], space) -> list[Variant]:
-    """``winners`` (a key's former winners, best first) with, after the best, its twins along each parameter
-    added to its family after trials were stored (space.FAMILY_DEFAULTS, the newest first) where it has the
-    default, those the key's ``space`` holds: no stored trial tried those values, and a kernel change is
-    usually small, so the best one's twins are the likeliest gain (rsmma's SKEW, NOTES.md row 82)."""
+    """``winners`` (a key's former winners, best first) with, after the best, its twins in a family whose
+    kernel is its own with more parameters (space.family_twins: a split rsmma launch as rsmmapf), then its
+    twins along each parameter added to its family after trials were stored (space.FAMILY_DEFAULTS, the newest
+    first) where it has the default, those the key's ``space`` holds: no stored trial tried those, and a
+    kernel change is usually small, so the best one's twins are the likeliest gain (rsmma's SKEW, NOTES.md
+    row 82; rsmmapf, row 132)."""
     if not winners:
         return []
     best, held = winners[0], set(space)
-    twins = [Variant(best.family, {**best.params, name: value})
-             for name, default in reversed(FAMILY_DEFAULTS.get(best.family, {}).items()) if best[name] == default
-             for value in FAMILY_GRID[best.family][name] if value != default]
+    twins = family_twins(best) + [Variant(best.family, {**best.params, name: value})
+                                  for name, default in reversed(FAMILY_DEFAULTS.get(best.family, {}).items())
+                                  if best[name] == default
+                                  for value in FAMILY_GRID[best.family][name] if value != default]
     return [best] + [twin for twin in twins if twin in held] + winners[1:]
 
 

@@ -212,6 +212,16 @@ def _rsmma_call(p, a, packed, scales, out, group_size: int):
     return rsmma.rsmma_kernel, grid, args, meta
 
 
+def _rsmmapf_call(p, a, packed, scales, out, group_size: int):
+    """rsmmapf's launch: rsmma's (the same grid, arguments and meta, the rsmma variant of its other
+    parameters) with the family's kernel, its loader's partials in the ring's A stages where RING is 1
+    (space._rsmmapf_error: a split launch that reduces through the drained ring)."""
+    from .rsmmapf import POLLS, rsmmapf_kernel
+
+    _, grid, args, meta = _rsmma_call({k: v for k, v in p.items() if k != "RING"}, a, packed, scales, out, group_size)
+    return rsmmapf_kernel, grid, args, dict(meta, IN_RING=bool(p["RING"]), POLLS_=POLLS)
+
+
 def _twotile_call(p, a, packed, scales, out, group_size: int):
     """twotile's kernel, grid, arguments and meta (frag32 weights only): a CTA per (column tile, token tile
     of HI + LO), stream-K's CTAS an SM, or SPLIT_K CTAs a tile (``space.twotile_grid``); where tiles are
@@ -242,6 +252,8 @@ def _kernel_call(variant: Variant, a, packed, scales, out, group_size: int):
         return _dqmma_call(p, a, packed, scales, out, group_size)
     if variant.family == "rsmma":
         return _rsmma_call(p, a, packed, scales, out, group_size)
+    if variant.family == "rsmmapf":
+        return _rsmmapf_call(p, a, packed, scales, out, group_size)
     if variant.family == "twotile":
         return _twotile_call(p, a, packed, scales, out, group_size)
     split_k = p.get("SPLIT_K", 1)

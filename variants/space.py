@@ -42,6 +42,9 @@ TWOTILE_M = (65, 192)
 # The most CTAs an SM each (HI, BN) tile of twotile fits at BK = 64: found offline for sm_90 (two wgmmas in
 # flight, no spills; tests/test_experiments.py), HI = 128 at 128 registers a thread, 64 at 80
 TWOTILE_CTAS = {(128, 64): 2, (128, 128): 1, (64, 64): 3, (64, 128): 1}
+# rsmmapf (variants/rsmmapf.py): rsmma's split launch with the owner's partials prefetched by its loader warp,
+# where rsmma's picks split (M <= 32 on the llama-7b shapes, row 132; 4096x4096 to M=64)
+RSMMAPF_M = (1, 64)
 DQMMA_W_BUFFERS = 2  # dqmma.W_BUFFERS (this module cannot import the Gluon one; a test keeps them equal)
 
 # Parameter order (and the id's abbreviations) per family.
@@ -69,11 +72,18 @@ FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
     # a tile), 0 (stream-K) or a split count (space.twotile_grid)
     "twotile": (("BM", "bm"), ("LO", "lo"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"),
                 ("num_warps", "w"), ("num_stages", "s"), ("CTAS", "c")),
+    # rsmma's parameters (a split launch: SPLIT_K 2 or 4), and where the owner's loader puts the other
+    # splits' partials: RING 0 a buffer of their own, 1 the A stages of the ring its MMA warps free last
+    "rsmmapf": (("BM", "bm"), ("BN", "bn"), ("BK", "bk"), ("SPLIT_K", "sk"), ("num_warps", "w"),
+                ("num_stages", "s"), ("CTAS", "c"), ("SKEW", "skew"), ("CLUSTER", "cl"), ("RING", "ring")),
 }
 FAMILIES = tuple(FAMILY_PARAMS)
 # Parameters added to a family after its variants were stored: a variant without one has its default,
 # and an id leaves it out at its default, so the ids stored before it keep naming the same kernel.
-FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1, "SKEW": 0, "CLUSTER": 1}}
+FAMILY_DEFAULTS: dict[str, dict[str, int]] = {"rsmma": {"CTAS": 1, "SKEW": 0, "CLUSTER": 1},
+                                              # rsmma's, so that a variant's id is its rsmma twin's with the
+                                              # family's name and RING (family_twins)
+                                              "rsmmapf": {"CTAS": 1, "SKEW": 0, "CLUSTER": 1, "RING": 0}}
 # The families that expand the weights to fp16 and hand the product to cuBLAS: no tile of their own
 # over M, no split-K; launched by the dequantize launcher, not by one kernel call.
 CUBLAS_FAMILIES = ("dequant", "dqchunk")
@@ -126,12 +136,17 @@ FAMILY_GRID: dict[str, dict[str, tuple[int, ...]]] = {
     # SPLIT_K 2 and 4: stream-K's machinery with a CTA per (tile, split), untimed so far (NOTES.md row 93)
     "twotile": dict(BM=(64, 128), LO=(8, 16, 32, 64), BN=(64, 128), BK=(64,), SPLIT_K=(STREAM_K, 1, 2, 4),
                     num_warps=(4, 8), num_stages=(3, 4, 5, 6), CTAS=(1, 2, 3)),
+    # rsmma's grid where it splits; RING=1 only where an A stage holds an fp32 partial (BK = 2 BN)
+    "rsmmapf": dict(BM=(8, 16, 32, 64), BN=(64, 128), BK=(64, 128), SPLIT_K=(2, 4), num_warps=(4, 8),
+                    num_stages=(3, 4, 5, 6, 8), CTAS=(1, 2, 3, 4), SKEW=(0, 2, 3, 4, 6), CLUSTER=(1, 2), RING=(0, 1)),
 }
 # Families that only run where DeviceLimits.gluon says so (Gluon, an sm_90 GPU, no interpreter).
-GLUON_FAMILIES = ("dqmma", "rsmma", "twotile")
+GLUON_FAMILIES = ("dqmma", "rsmma", "twotile", "rsmmapf")
 # The families that read each weight layout (layout.LAYOUTS): frag32 is rsmma's register fragment's order
-# (NOTES.md row 69), with a dequantizer of its own for the route above the crossover; twotile reads frag32 only
-LAYOUT_FAMILIES = {"base": tuple(f for f in FAMILIES if f != "twotile"), "frag32": ("rsmma", "twotile", "dequant")}
+# (NOTES.md row 69), with a dequantizer of its own for the route above the crossover; twotile and rsmmapf read
+# frag32 only (the packaged tables' layout at every M they serve)
+LAYOUT_FAMILIES = {"base": tuple(f for f in FAMILIES if f not in ("twotile", "rsmmapf")),
+                   "frag32": ("rsmma", "twotile", "rsmmapf", "dequant")}
 # Below this the fp16 copy of the weights cannot pay. It was 256 for the first H200 sweep, whose
 # table then has 4096x4096 at 47 us for M=192 against 26 us at M=256 (dequant): the search had
 # never tried dequant at M=96..192. Lowered so the next sweep measures the crossover.
@@ -177,7 +192,7 @@ class Variant:
             raise ValueError(f"{family} variant needs params {names}, got {sorted(params)}")
         for name in names:
             value = params[name]
-            least = STREAM_K if name == "SPLIT_K" and family in GLUON_FAMILIES else 0 if name == "SKEW" else 1
+            least = STREAM_K if name == "SPLIT_K" and family in GLUON_FAMILIES else 0 if name in ("SKEW", "RING") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{family} param {name} must be an int >= {least}, got {value!r}")
         object.__setattr__(self, "family", family)
@@ -268,10 +283,18 @@ def rsmma_shared_bytes(BM: int, BN: int, BK: int, stages: int) -> int:
     return stages * (BM * BK * 2 + BK // 8 * BN * 4 + BN * 2 + 16)
 
 
-def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits") -> int:
-    """How many rsmma CTAs' rings fit an SM's shared memory together (each with its alignment and the
-    1 KB the SM reserves per CTA). twotile's ring is rsmma's with BM = HI + LO rows of A a slot."""
-    return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + 2048)
+def rsmma_ctas_fit(BM: int, BN: int, BK: int, stages: int, limits: "DeviceLimits", extra: int = 0) -> int:
+    """How many rsmma CTAs' rings (and ``extra`` bytes each: rsmmapf's) fit an SM's shared memory together
+    (each with its alignment and the 1 KB the SM reserves per CTA). twotile's ring is rsmma's with BM = HI +
+    LO rows of A a slot."""
+    return limits.sm_shared_memory // (rsmma_shared_bytes(BM, BN, BK, stages) + extra + 2048)
+
+
+def rsmmapf_extra_bytes(BM: int, BN: int, split_k: int, ring: int) -> int:
+    """rsmmapf's shared memory beyond rsmma's: the loader's flag word (32 int32) and mbarrier, and, with RING
+    0, the other parts' fp32 [BN, BM] slots, a power of two of them (Gluon's shapes need one); with RING 1
+    they lie in the ring's A stages (tests/test_experiments.py checks both against the compiled kernel)."""
+    return 32 * 4 + 8 + (0 if ring else next_pow2(split_k - 1) * BN * BM * 4)
 
 
 def gluon_grid(M: int, N: int, K: int, BM: int, BN: int, BK: int, split_k: int,
@@ -349,6 +372,8 @@ def _hard_error(variant: Variant, M, N, K, group_size, limits) -> str | None:
         return _dqmma_error(p, M, N, K, group_size, limits)
     if variant.family == "rsmma":
         return _rsmma_error(p, M, N, K, group_size, limits)
+    if variant.family == "rsmmapf":
+        return _rsmmapf_error(p, M, N, K, group_size, limits)
     if variant.family == "twotile":
         return _twotile_error(p, M, N, K, group_size, limits)
     if variant.family == "gemv":
@@ -417,7 +442,7 @@ def _dqmma_error(p, M, N, K, group_size, limits) -> str | None:
     return _workspace_error(parts, cdiv(M, bm) * bm, cdiv(N, bn) * bn)
 
 
-def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
+def _rsmma_error(p, M, N, K, group_size, limits, extra_shared: int = 0) -> str | None:
     bm, bn, bk, warps, stages = p["BM"], p["BN"], p["BK"], p["num_warps"], p["num_stages"]
     if bn not in (64, 128) or warps != bn // 16:
         return f"rsmma's wgmma M is 16 columns of W per warp: BN must be 64 or 128 with num_warps = BN/16, got {bn}, {warps}"
@@ -437,10 +462,30 @@ def _rsmma_error(p, M, N, K, group_size, limits) -> str | None:
     if p["CLUSTER"] > 1 and (p["SPLIT_K"] == STREAM_K or cdiv(N, bn) % p["CLUSTER"]):
         return (f"CLUSTER={p['CLUSTER']} groups column tiles along the split-K grid's x: SPLIT_K >= 1 and "
                 f"the {cdiv(N, bn)} column tiles (N={N}, BN={bn}) a multiple of it")
-    return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size, rsmma_shared_bytes(bm, bn, bk, stages), limits)
+    return (_tma_ring_error("rsmma", "MMA", bk, stages, N, group_size,
+                            rsmma_shared_bytes(bm, bn, bk, stages) + extra_shared, limits)
             or registers_error(bn, bm, bk, p["CTAS"])
             or _workspace_error(gluon_grid(M, N, K, bm, bn, bk, p["SPLIT_K"], p["CTAS"] * limits.num_sms)[1],
                                 cdiv(M, bm) * bm, cdiv(N, bn) * bn))
+
+
+def _rsmmapf_error(p, M, N, K, group_size, limits) -> str | None:
+    """rsmma's rules (its tile, ring and registers: the MMA warps are rsmma's), a split launch whose
+    reduction reads the partials back through the drained ring (rsmma_launch.staged_split), and where the
+    prefetched partials go."""
+    bn, bk, stages, split_k, ring = p["BN"], p["BK"], p["num_stages"], p["SPLIT_K"], p["RING"]
+    if split_k < 2:
+        return f"rsmmapf prefetches a split tile's partials: SPLIT_K must be 2 or more, got {split_k}"
+    if stages * bk < 2 * bn:  # rsmma_launch.staged_split (not imported: it is hashed with rsmma's sources)
+        return (f"rsmmapf reduces through the drained ring: it must hold an fp32 partial [BN, BM], "
+                f"num_stages x BK >= 2 BN, got {stages} x {bk} < 2 x {bn}")
+    if ring not in (0, 1):
+        return f"rsmmapf's RING is 0 (a buffer of their own) or 1 (the ring's A stages), got {ring}"
+    if ring and bk != 2 * bn:
+        return f"RING=1 puts an fp32 partial [BN, BM] in an A stage [BM, BK] of fp16: BK must be 2 BN, got {bk}, {bn}"
+    if ring and split_k - 1 > stages:
+        return f"RING=1 takes an A stage for each of the other {split_k - 1} parts: num_stages >= {split_k - 1}"
+    return _rsmma_error(p, M, N, K, group_size, limits, rsmmapf_extra_bytes(p["BM"], bn, split_k, ring))
 
 
 def _twotile_error(p, M, N, K, group_size, limits) -> str | None:
@@ -468,7 +513,7 @@ def token_tiles(family: str, params: dict, M: int) -> int | None:
     ``dqmma.token_origin``; twotile's boxes as its ``_token_rows``), so that one such M's time is every
     such M's. None where the time also depends on M itself: below one tile's rows A's box passes A's edge,
     which the TMA fills slowly (NOTES.md row 85), and the families without such tiles."""
-    if family == "rsmma" and M >= params["BM"]:
+    if family in ("rsmma", "rsmmapf") and M >= params["BM"]:
         return cdiv(M, params["BM"])
     if family == "twotile" and M > params["BM"]:
         return cdiv(M, params["BM"] + params["LO"])
@@ -480,7 +525,7 @@ def launch_waves(family: str, params: dict, M: int, N: int, K: int, num_sms: int
     None for the other families (their CTAs an SM are the hardware's to decide)."""
     p = {**FAMILY_DEFAULTS.get(family, {}), **params}
     at_once = p.get("CTAS", 1) * num_sms
-    if family == "rsmma":
+    if family in ("rsmma", "rsmmapf"):
         grid, _ = gluon_grid(M, N, K, p["BM"], p["BN"], p["BK"], p["SPLIT_K"], at_once)
     elif family == "twotile":
         grid, _ = twotile_grid(M, N, K, p["BM"], p["LO"], p["BN"], p["BK"], p["SPLIT_K"], at_once)
@@ -541,8 +586,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
         if split_k > 1 and tiles >= limits.num_sms:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
         return _ctas_pruned(p, K, tiles, bm + p["LO"], limits)
-    if variant.family in ("dqmma", "rsmma"):
-        lo, hi = DQMMA_M if variant.family == "dqmma" else RSMMA_M
+    if variant.family in ("dqmma", "rsmma", "rsmmapf"):
+        lo, hi = {"dqmma": DQMMA_M, "rsmma": RSMMA_M, "rsmmapf": RSMMAPF_M}[variant.family]
         if not lo <= M <= hi:
             return f"{variant.family} is for {lo} <= M <= {hi}, got M={M}"
         # dqmma's wgmma takes 64 tokens a warp group; rsmma's token tile is the wgmma N (16 and up)
@@ -561,6 +606,8 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
             return f"{tiles} tiles already fill {limits.num_sms} SMs; split-K only adds traffic"
         if variant.family == "rsmma":
             return _ctas_pruned(p, K, tiles, bm, limits)
+        if variant.family == "rsmmapf":
+            return _ctas_pruned(p, K, tiles, bm, limits, rsmmapf_extra_bytes(bm, bn, split_k, p["RING"]))
         return None
     if variant.family == "gemv":
         if M > GEMV_MAX_M:
@@ -591,16 +638,17 @@ def _pruned(variant: Variant, M, N, K, limits) -> str | None:
     return None
 
 
-def _ctas_pruned(p, K: int, tiles: int, tokens: int, limits) -> str | None:
-    """Why rsmma's or twotile's CTAS > 1 (CTAs an SM) cannot pay over ``tiles`` tiles of ``tokens`` token
-    rows a ring slot: more CTAs an SM than run, or than fit, take registers for nothing in return."""
+def _ctas_pruned(p, K: int, tiles: int, tokens: int, limits, extra: int = 0) -> str | None:
+    """Why rsmma's, rsmmapf's (``extra`` shared bytes a CTA) or twotile's CTAS > 1 (CTAs an SM) cannot pay
+    over ``tiles`` tiles of ``tokens`` token rows a ring slot: more CTAs an SM than run, or than fit, take
+    registers for nothing in return."""
     if p["CTAS"] == 1:
         return None
     split_k = p["SPLIT_K"]
     ctas = K // p["BK"] * tiles if split_k == STREAM_K else tiles * split_k  # stream-K: one a block at most
     if ctas <= limits.num_sms:
         return f"{ctas} CTAs each have an SM of their own: CTAS={p['CTAS']} only takes registers"
-    fit = rsmma_ctas_fit(tokens, p["BN"], p["BK"], p["num_stages"], limits)
+    fit = rsmma_ctas_fit(tokens, p["BN"], p["BK"], p["num_stages"], limits, extra)
     if fit < p["CTAS"]:
         return f"{fit} of its rings fit an SM's shared memory, not CTAS={p['CTAS']}"
     return None
@@ -698,6 +746,14 @@ def _preferences(family: str, M: int, N: int, K: int, limits: DeviceLimits):
             for sk in ((2, 1, 4) if 2 * tiles <= limits.num_sms else (1, 2, 4)):
                 for bk, stages in ((64, 8), (128, 5), (64, 6)):
                     yield dict(BM=bm, BN=bn, BK=bk, SPLIT_K=sk, num_warps=bn // 16, num_stages=stages)
+    elif family == "rsmmapf":  # rsmma's M <= 32 seeds, which split (row 132: the partials in the ring won
+        # at two splits, level at four), in the ring first
+        bm = 8 if M <= 8 else 16 if M <= 16 else 32 if M <= 32 else 64
+        tiles = cdiv(N, 64) * cdiv(M, bm)
+        fill = next((sk for sk in (2, 4) if tiles * sk >= 2 * limits.num_sms), 4)
+        for ring in (1, 0):
+            for stages, ctas in ((6, 3), (4, 2), (4, 4)):
+                yield dict(BM=bm, BN=64, BK=128, SPLIT_K=fill, num_warps=4, num_stages=stages, CTAS=ctas, RING=ring)
     elif family == "twotile":  # the experiment's winners (NOTES.md row 91): the narrowest LO that holds M,
         # BN=64, 4 stages at the most CTAs an SM, then 6 at fewer, then stream-K; two splits first where the
         # column tiles fill at most half the SMs (rsmma's rule, row 52; untimed for twotile)
@@ -740,7 +796,7 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
         order = ("dequant", "dqmma", "gemm", "swapab", "splitk", "dqchunk")
     if RSMMA_M[0] <= M <= RSMMA_M[1]:  # it beat every other family on the H200 at M=2..256 (rows 50-64),
         at = 1 if M == 1 else 0  # and 2 of 5 shapes at M=1: after the gemv there
-        order = order[:at] + ("rsmma", "twotile") + order[at:]
+        order = order[:at] + ("rsmma", "twotile", "rsmmapf") + order[at:]
     seeds = []
     for family in order:
         for params in _preferences(family, M, N, K, limits):
@@ -749,6 +805,15 @@ def heuristic_variants(M: int, N: int, K: int, group_size: int = 128, device=Non
                 seeds.append(variant)
                 break
     return seeds
+
+
+def family_twins(variant: Variant) -> list[Variant]:
+    """``variant`` in the families whose kernel is its family's with more parameters: a split rsmma launch
+    as rsmmapf, its partials in the ring first (row 132's winner at two splits), then in a buffer of their
+    own. A key's best is worth timing that way first (``search.later_parameter_twins``)."""
+    if variant.family == "rsmma" and variant["SPLIT_K"] >= 2:
+        return [Variant("rsmmapf", {**variant.params, "RING": ring}) for ring in (1, 0)]
+    return []
 
 
 def spread_variants(M: int, N: int, K: int, group_size: int = 128, device=None,

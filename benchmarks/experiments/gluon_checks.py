@@ -98,14 +98,17 @@ def kernel_launch(kernel, launch_args):
     return launch
 
 
+def frag32_operands(M: int, N: int, K: int):
+    """CPU tensors (a, packed, scales, out) of a launch at (M, N, K) on frag32 weights (G=128), for the
+    launch builders of an offline compile."""
+    return (torch.empty(M, K, dtype=torch.float16), torch.empty(K // 32, 4 * N, dtype=torch.int32),
+            torch.empty(K // 128, N, dtype=torch.float16), torch.empty(M, N, dtype=torch.float16))
+
+
 def compile_frag32_offline(kernel, launch_args, M: int, N: int, K: int):
     """``kernel`` (``compile_tma_kernel``'s signature) compiled for sm_90 without a GPU at (M, N, K) on frag32
     weights, its descriptors made of CPU tensors; ``launch_args`` as ``kernel_launch`` takes it."""
-    a = torch.empty(M, K, dtype=torch.float16)
-    packed = torch.empty(K // 32, 4 * N, dtype=torch.int32)
-    scales = torch.empty(K // 128, N, dtype=torch.float16)
-    out = torch.empty(M, N, dtype=torch.float16)
-    _, args, meta = launch_args(a, packed, scales, out)
+    _, args, meta = launch_args(*frag32_operands(M, N, K))
     descriptors = sum(name.endswith("_desc") for name in kernel.arg_names)  # the arguments' first
     consts = {name: meta[name] for name in kernel.arg_names if name in meta}
     return compile_tma_kernel(kernel, args[:descriptors], consts, meta["num_warps"], meta["maxnreg"])
