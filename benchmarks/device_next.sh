@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The next device call of NOTES.md's plan (written in _s76, which had no device time): the rsmmapf family's
+# GPU tests, then, on whichever GPU came, a `sweep --more` at the split keys of the four shapes whose picks
+# split (M <= 32, the buckets then their edges) with rsmma and rsmmapf, so that each key's stored rsmma best
+# is timed again and then as rsmmapf (its family twins, the partials in the ring first: search.
+# later_parameter_twins), and the export with the picks that changed against the GPU's packaged table.
+# H200: device_resume.sh on `_s75`'s store (the packaged table's and its --more trials), leaving
+# $OUT/h200.json and the store's dump; H100: device_new_gpu.sh on its own trials, leaving $OUT/table.json and
+# its dump. Then, in a call of its own, the A/B of the new table against the packaged one on the same GPU
+# (device_dispatch_ab.sh KNOB=table, M=1,2,4,8,16,32). Source benchmarks/device_setup.sh first; carry .whl
+# (pytest-xdist and execnet among its wheels, for the tests' 8 workers).
+# Env: MORE (trials a key beyond those it has, default 3), SWEEP_S (the bucket sweep's seconds, default 200;
+# the edges get half), TESTS=0 (no GPU tests: a later call on the same tree).
+set -uo pipefail
+step() { echo "== $1 ($(date -u +%T))"; }
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+SPLIT=4096x4096,11008x4096,4096x11008,4096x12288  # 4096x22016's picks do not split
+S=${SWEEP_S:-200}
+if [ "${TESTS:-1}" = 1 ]; then
+  step "rsmmapf GPU tests on $GPU"
+  workers=$(python -c "import xdist" 2>/dev/null && echo "-n 8")
+  timeout 300 python -m pytest -q -p no:warnings $workers tests/test_gpu_kernels.py -k rsmmapf 2>&1 | tail -4
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "rsmmapf GPU tests failed: no sweep"; exit 1; }
+fi
+case "$GPU" in
+  *H200*)
+    LOGS=benchmarks/results/trials_more_h200_2026-12-06_s75.jsonl.gz TESTS=0 AFTER=0 MORE=${MORE:-3} \
+      FAMILIES=rsmma,rsmmapf LAYOUTS=frag32 \
+      PLAN="1,2,4,8,16,24,32/8/$S/$SPLIT 3,5,9,17,25/8/$(( S / 2 ))/$SPLIT" bash benchmarks/device_resume.sh ;;
+  *H100*)
+    STAGES="m=1,2,4,8,16,24,32 m=3,5,9,17,25" SHAPES=$SPLIT FAMILIES=rsmma,rsmmapf MORE=${MORE:-3} \
+      SWEEP_S=$(( S * 3 / 4 )) LOGS=benchmarks/results/trials_h100_2026-12-06_s71.jsonl.gz EXPORT=1 \
+      bash benchmarks/device_new_gpu.sh ;;
+  *) echo "$GPU: no plan for this GPU"; exit 2 ;;
+esac
