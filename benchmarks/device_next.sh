@@ -9,7 +9,8 @@
 # its dump. Then, in a call of its own, the A/B of the new table against the packaged one on the same GPU
 # (device_dispatch_ab.sh KNOB=table, M=1,2,4,8,16,32). Source benchmarks/device_setup.sh first; carry .whl
 # (pytest-xdist and execnet among its wheels, for the tests' 8 workers).
-# Env: MORE (trials a key beyond those it has, default 3), SWEEP_S (the bucket sweep's seconds, default 200;
+# Env: MORE (trials a key beyond those it has, default 3: a split best's rsmmapf twins and its CLUSTER twin;
+# 6 also reaches SKEW 2, 3 and 4, the H100 table's misses of row 132, plan item 1b), SWEEP_S (the bucket sweep's seconds, default 200;
 # the edges get half), TESTS=0 (no GPU tests: a later call on the same tree).
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
