@@ -5,7 +5,8 @@
 # is timed again and then as rsmmapf (its family twins, the partials in the ring first: search.
 # later_parameter_twins), and the export with the picks that changed against the GPU's packaged table.
 # H200: device_resume.sh on `_s75`'s store (the packaged table's and its --more trials), leaving
-# $OUT/h200.json and the store's dump; H100: device_new_gpu.sh on its own trials, leaving $OUT/table.json and
+# $OUT/h200.json and the store's dump (its "packaged table reproduced" reads False there: that store's export
+# has 9 picks within +-1% of the table's, NOTES.md row 133, which the changed picks list too); H100: device_new_gpu.sh on its own trials, leaving $OUT/table.json and
 # its dump. Then, in a call of its own, the A/B of the new table against the packaged one on the same GPU
 # (device_dispatch_ab.sh KNOB=table, M=1,2,4,8,16,32). Source benchmarks/device_setup.sh first; carry .whl
 # (pytest-xdist and execnet among its wheels, for the tests' 8 workers).
