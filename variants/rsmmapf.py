@@ -162,13 +162,13 @@ def _reduce_prefetched(acc, ring, buf, got_smem, pre_bar, c_ptr, ws_ptr, lock_pt
 
 @gluon.jit
 def rsmmapf_kernel(a_desc, p_desc, s_desc, c_ptr, ws_ptr, lock_ptr, M, N, K, stride_cm, stride_cn,
-                          GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
-                          STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr,
-                          PAIRED_ROWS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr,
-                          num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
-                          SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
-                          STAGED_SPLIT: gl.constexpr = False, A_TAIL: gl.constexpr = False,
-                          POLLS_: gl.constexpr = POLLS, IN_RING: gl.constexpr = False):
+                   GROUP: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr, SPLIT_K: gl.constexpr,
+                   STAGES: gl.constexpr, WORDS: gl.constexpr, FRAGMENT: gl.constexpr,
+                   PAIRED_ROWS: gl.constexpr, PARTS: gl.constexpr, SCALE_AFTER: gl.constexpr,
+                   num_warps: gl.constexpr, MAX_PARTS: gl.constexpr = 1, STAGED_C: gl.constexpr = True,
+                   SKEW: gl.constexpr = 0, OWNER_FIRST: gl.constexpr = False,
+                   STAGED_SPLIT: gl.constexpr = False, A_TAIL: gl.constexpr = False,
+                   POLLS_: gl.constexpr = POLLS, IN_RING: gl.constexpr = False):
     """rsmma_kernel's split path (SPLIT_K > 1, STAGED_SPLIT) with the owner's partials prefetched by its
     loader warp (module docstring), into a buffer of their own or (IN_RING) into the A stages of
     the ring the MMA warps free last (BN fp32 partial rows take an A stage's bytes where BN = BK / 2).
