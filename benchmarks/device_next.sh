@@ -11,19 +11,22 @@
 # (device_dispatch_ab.sh KNOB=table, M=1,2,4,8,16,32). Source benchmarks/device_setup.sh first; carry .whl
 # (pytest-xdist and execnet among its wheels, for the tests' 8 workers).
 # Env: MORE (trials a key beyond those it has, default 3: a split best's rsmmapf twins and its CLUSTER twin;
-# 6 also reaches SKEW 2, 3 and 4, the H100 table's misses of row 132, plan item 1b), SWEEP_S (the bucket sweep's seconds, default 200;
-# the edges get half), TESTS=0 (no GPU tests: a later call on the same tree).
+# 6 also reaches SKEW 2, 3 and 4, the H100 table's misses of row 132, plan item 1b), CALL_S (the call's
+# limit, default 580: the sweeps get what the tests leave, less 150 s for loading, export and dump, two
+# thirds to the buckets and a third to their edges), TESTS=0 (no GPU tests: a later call on the same tree).
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 SPLIT=4096x4096,11008x4096,4096x11008,4096x12288  # 4096x22016's picks do not split
-S=${SWEEP_S:-200}
 if [ "${TESTS:-1}" = 1 ]; then
   step "rsmmapf GPU tests on $GPU"
   workers=$(python -c "import xdist" 2>/dev/null && echo "-n 8")
   timeout 300 python -m pytest -q -p no:warnings $workers tests/test_gpu_kernels.py -k rsmmapf 2>&1 | tail -4
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "rsmmapf GPU tests failed: no sweep"; exit 1; }
 fi
+left=$(( ${CALL_S:-580} - SECONDS - 150 ))
+[ $left -ge 90 ] || { echo "${left} s left for the sweeps: run again with TESTS=0"; exit 3; }
+S=$(( left * 2 / 3 ))  # the buckets' seconds; their edges get half as many
 case "$GPU" in
   *H200*)
     LOGS=benchmarks/results/trials_more_h200_2026-12-06_s75.jsonl.gz TESTS=0 AFTER=0 MORE=${MORE:-3} \
