@@ -205,6 +205,32 @@ def test_a_key_resumed_in_this_code_times_its_bests_twins_first(tmp_path):
     assert not edge and seeds[:2] == [pick, Variant.from_id(pick.id + ".cl2")]
 
 
+def test_a_resumed_split_key_times_its_rsmma_best_as_rsmmapf_before_anything_else(tmp_path):
+    """`sweep --more` on a frag32 key whose best is a split rsmma launch (benchmarks/device_next.sh): its first
+    new trials are that launch as rsmmapf, in the ring first, ahead of its CLUSTER twin in the seeds."""
+    from tunesearch.search import initial_queue, key_seeds
+    from tunesearch.variants import DeviceLimits, Variant
+
+    limits, families = DeviceLimits(gluon=True), {"rsmma", "rsmmapf"}
+    key = Key("synthetic", 1, 11008, 4096, 128, "frag32")
+    store = Store(f"sqlite:///{tmp_path}/s.db")
+    pick = Variant.from_id("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3")
+    first = KeySearch(store, Landscape(pick.id), key, code="c", gpu_id=1, sweep_id=None, versions={},
+                      limits=limits, seed=0, families=families)
+    first.enqueue([pick, Variant.from_id("rsmma.bm8.bn64.bk128.sk4.w4.s6.c3")])
+    first.run(2, deadline=time.time() + 120)
+    measurer = Landscape(pick.id)
+    later = KeySearch(store, measurer, key, code="c", gpu_id=1, sweep_id=None, versions={}, limits=limits,
+                      seed=1, families=families)
+    seeds, _ = key_seeds(store, key, [1, 2, 4], later)
+    twins = [f"rsmmapf{pick.id[len('rsmma'):]}.ring1", f"rsmmapf{pick.id[len('rsmma'):]}"]
+    assert [v.id for v in seeds[:4]] == [pick.id, *twins, f"{pick.id}.cl2"]
+    later.enqueue(initial_queue(seeds, spread_variants(1, 11008, 4096, 128, limits, layout="frag32"), 5,
+                                len(later.space)))
+    later.run(5, deadline=time.time() + 120)  # two stored, three more: the twins, then the guided search's
+    assert measurer.calls[:2] == twins and len(measurer.calls) == 3
+
+
 def test_gluon_family_trials_are_keyed_by_their_own_code(tmp_path):
     """A Gluon family's trial (dqmma, rsmma) is stored under its sources' hash and a Triton family's under
     the search's code, so a change to either kernel source re-measures only its own family on a resumed
