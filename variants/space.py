@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
+from .rsmma_launch import staged_split
 from .rsmma_registers import registers_error
 
 GEMV_MAX_M = 16  # above this the tensor-core families win; gemv's registers grow with BM
@@ -476,7 +477,7 @@ def _rsmmapf_error(p, M, N, K, group_size, limits) -> str | None:
     bn, bk, stages, split_k, ring = p["BN"], p["BK"], p["num_stages"], p["SPLIT_K"], p["RING"]
     if split_k < 2:
         return f"rsmmapf prefetches a split tile's partials: SPLIT_K must be 2 or more, got {split_k}"
-    if stages * bk < 2 * bn:  # rsmma_launch.staged_split (not imported: it is hashed with rsmma's sources)
+    if not staged_split(bn, bk, stages, split_k):
         return (f"rsmmapf reduces through the drained ring: it must hold an fp32 partial [BN, BM], "
                 f"num_stages x BK >= 2 BN, got {stages} x {bk} < 2 x {bn}")
     if ring not in (0, 1):

@@ -119,8 +119,6 @@ def compile_offline(variant_id: str, family: bool = False, in_ring: bool = False
     """The prefetch kernel for ``variant_id`` (rsmma_kernel itself if ``family``; the partials in the ring if
     ``in_ring``) at M=1 on 4096x4096, compiled for sm_90 without a GPU: shared bytes, the wgmma waits,
     registers, spills."""
-    from benchmarks.experiments import gluon_checks
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
 
     variant = Variant.from_id(variant_id)
@@ -128,16 +126,13 @@ def compile_offline(variant_id: str, family: bool = False, in_ring: bool = False
     def args_of(a, packed, scales, out):
         _, grid, args, meta, _ = launch_args(variant, not family, in_ring=in_ring)(a, packed, scales, out)
         return grid, args, meta
-    kernel = rsmma.rsmma_kernel if family else rsmma_prefetch_kernel
-    compiled = gluon_checks.compile_frag32_offline(kernel, args_of, 1, 4096, 4096)
-    return dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)), **resources(compiled))
+    return _offline_stats(rsmma.rsmma_kernel if family else rsmma_prefetch_kernel, args_of)
 
 
 def compile_variant_offline(variant_id: str) -> dict:
     """An rsmma or rsmmapf variant as its family launches it (``api._kernel_call``) at M=1 on 4096x4096,
     compiled for sm_90 without a GPU: as ``compile_offline``."""
     from benchmarks.experiments import gluon_checks
-    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
     from tunesearch.variants import Variant
     from tunesearch.variants.api import _kernel_call
 
@@ -146,7 +141,15 @@ def compile_variant_offline(variant_id: str) -> dict:
     def args_of(a, packed, scales, out):
         _, grid, args, meta = _kernel_call(variant, a, packed, scales, out, 128)
         return grid, args, meta
-    kernel = _kernel_call(variant, *gluon_checks.frag32_operands(1, 4096, 4096), 128)[0]
+    return _offline_stats(_kernel_call(variant, *gluon_checks.frag32_operands(1, 4096, 4096), 128)[0], args_of)
+
+
+def _offline_stats(kernel, args_of) -> dict:
+    """``kernel`` launched as ``args_of`` (a, packed, scales, out) -> (grid, args, meta) gives, at M=1 on
+    4096x4096, compiled for sm_90 without a GPU: shared bytes, the wgmma waits, registers, spills."""
+    from benchmarks.experiments import gluon_checks
+    from benchmarks.sass_stats import disassemble, resources, wgmma_waits
+
     compiled = gluon_checks.compile_frag32_offline(kernel, args_of, 1, 4096, 4096)
     return dict(shared=compiled.metadata.shared, waits=wgmma_waits(disassemble(compiled)), **resources(compiled))
 
