@@ -13,7 +13,9 @@
 # Env: MORE (trials a key beyond those it has, default 3: a split best's rsmmapf twins and its CLUSTER twin;
 # 6 also reaches SKEW 2, 3 and 4, the H100 table's misses of row 132, plan item 1b), CALL_S (the call's
 # limit, default 580: the sweeps get what the tests leave, less 150 s for loading, export and dump, two
-# thirds to the buckets and a third to their edges), TESTS=0 (no GPU tests: a later call on the same tree).
+# thirds to the buckets and a third to their edges), TESTS=0 (no GPU tests: a later call on the same tree),
+# AB_S (seconds kept for the A/B of the new table against the packaged one at the split shapes, M <= 32, in
+# this call, after the export: default 110; 0 leaves it to a call of its own, device_dispatch_ab.sh).
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -24,7 +26,8 @@ if [ "${TESTS:-1}" = 1 ]; then
   timeout 300 python -m pytest -q -p no:warnings $workers tests/test_gpu_kernels.py -k rsmmapf 2>&1 | tail -4
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "rsmmapf GPU tests failed: no sweep"; exit 1; }
 fi
-left=$(( ${CALL_S:-580} - SECONDS - 150 ))
+AB_S=${AB_S:-110}
+left=$(( ${CALL_S:-580} - SECONDS - 150 - AB_S ))
 [ $left -ge 90 ] || { echo "${left} s left for the sweeps: run again with TESTS=0"; exit 3; }
 S=$(( left * 2 / 3 ))  # the buckets' seconds; their edges get half as many
 case "$GPU" in
@@ -38,3 +41,12 @@ case "$GPU" in
       bash benchmarks/device_new_gpu.sh ;;
   *) echo "$GPU: no plan for this GPU"; exit 2 ;;
 esac
+case "$GPU" in *H200*) new=$OUT/h200.json packaged=tunesearch/tables/h200.json ;;
+  *) new=$OUT/table.json packaged=tunesearch/tables/h100.json ;; esac
+if [ "$AB_S" -gt 0 ] && [ -f "$new" ]; then
+  # three bench runs (new, packaged, new) make six files: they go back as one archive, a call returning 8 files
+  step "A/B: the new table against $packaged, M=1..32 at the split shapes"
+  mkdir -p /tmp/ab && OUT=/tmp/ab KNOB=table A=$new B=$packaged TAG=rsmmapf M=1,2,4,8,16,32 SHAPES=$SPLIT \
+    timeout $(( ${CALL_S:-580} - SECONDS + 10 )) bash benchmarks/device_dispatch_ab.sh | tee $OUT/ab_rsmmapf.txt
+  tar czf $OUT/ab_rsmmapf_bench.tgz -C /tmp/ab .
+fi
