@@ -36,19 +36,21 @@ case "$GPU" in
   *H200*)
     LOGS=benchmarks/results/trials_more_h200_2026-12-06_s75.jsonl.gz TESTS=0 AFTER=0 MORE=${MORE:-3} \
       FAMILIES=rsmma,rsmmapf LAYOUTS=frag32 \
-      PLAN="1,2,4,8,16,24,32/8/$S/$SPLIT 3,5,9,17,25/8/$(( S / 2 ))/$SPLIT" bash benchmarks/device_resume.sh ;;
+      PLAN="1,2,4,8,16,24,32/8/$S/$SPLIT 3,5,9,17,25/8/$(( S / 2 ))/$SPLIT" bash benchmarks/device_resume.sh
+    new=$OUT/h200.json packaged=tunesearch/tables/h200.json ;;
   *H100*)
     STAGES="m=1,2,4,8,16,24,32 m=3,5,9,17,25" SHAPES=$SPLIT FAMILIES=rsmma,rsmmapf MORE=${MORE:-3} \
       SWEEP_S=$(( S * 3 / 4 )) LOGS=benchmarks/results/trials_h100_2026-12-06_s71.jsonl.gz EXPORT=1 \
-      bash benchmarks/device_new_gpu.sh ;;
+      bash benchmarks/device_new_gpu.sh
+    new=$OUT/table.json packaged=tunesearch/tables/h100.json ;;
   *) echo "$GPU: no plan for this GPU"; exit 2 ;;
 esac
-case "$GPU" in *H200*) new=$OUT/h200.json packaged=tunesearch/tables/h200.json ;;
-  *) new=$OUT/table.json packaged=tunesearch/tables/h100.json ;; esac
 ab_left=$(( ${CALL_S:-580} - SECONDS + 10 ))  # the sweeps may overrun their budgets a little
-if [ "$AB_S" -gt 0 ] && [ -f "$new" ] && [ $ab_left -lt 40 ]; then
+if [ "$AB_S" -le 0 ] || [ ! -f "$new" ]; then
+  :  # no A/B asked for, or no new table to weigh
+elif [ $ab_left -lt 40 ]; then
   echo "${ab_left} s left: no A/B in this call (device_dispatch_ab.sh in a call of its own)"
-elif [ "$AB_S" -gt 0 ] && [ -f "$new" ]; then
+else
   # three bench runs (new, packaged, new) make six files: they go back as one archive, a call returning 8 files
   step "A/B: the new table against $packaged, M=1..32 at the split shapes"
   mkdir -p /tmp/ab && OUT=/tmp/ab KNOB=table A=$new B=$packaged TAG=rsmmapf M=1,2,4,8,16,32 SHAPES=$SPLIT \
