@@ -24,8 +24,7 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 SPLIT=4096x11008,4096x12288,11008x4096,4096x4096
 if [ "${TESTS:-1}" = 1 ]; then
   step "rsmmapf GPU tests on $GPU"
-  workers=$(python -c "import xdist" 2>/dev/null && echo "-n 8")
-  timeout 300 python -m pytest -q -p no:warnings $workers tests/test_gpu_kernels.py -k rsmmapf 2>&1 | tail -4
+  KERNELS_REQUIRED=1 timeout 300 bash benchmarks/device_gpu_tests.sh -k rsmmapf 2>&1 | tail -6
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "rsmmapf GPU tests failed: no sweep"; exit 1; }
 fi
 AB_S=${AB_S:-110}

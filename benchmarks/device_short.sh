@@ -12,9 +12,7 @@ set -uo pipefail
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 case "$GPU" in *H200*) table=tunesearch/tables/h200.json ;; *) table=tunesearch/tables/h100.json ;; esac
-workers=$(python -c "import xdist" 2>/dev/null && echo "-n 8")
-timeout "${TEST_S:-140}" python -m pytest -q -p no:warnings $workers tests/test_gpu_kernels.py -k rsmmapf \
-  > "$OUT/tests.log" 2>&1
+KERNELS_REQUIRED=1 timeout "${TEST_S:-140}" bash benchmarks/device_gpu_tests.sh -k rsmmapf > "$OUT/tests.log" 2>&1
 echo "rsmmapf GPU tests: rc=$? after ${SECONDS} s"; tail -4 "$OUT/tests.log"
 PREFETCH_MS=${MS:-1,16} PREFETCH_SKEWS= timeout "${EXP_S:-95}" \
   python benchmarks/experiments/rsmma_prefetch.py "$OUT" "$table" > "$OUT/prefetch.log" 2>&1
