@@ -515,6 +515,16 @@ def test_rsmmapf_gives_its_rsmma_twins_bits_whether_its_loader_fetches_or_gives_
 
 
 @pytest.mark.gpu
+def test_the_compile_pool_builds_rsmmapf_and_rsmma_on_frag32_weights(compiler):
+    """The sweep's compile pool on a frag32 key (tunesearch.compile): rsmmapf, which reads frag32 only, and
+    rsmma compile on weights of that layout's shape (_s81: on base-shaped ones every rsmmapf trial of the
+    sweep failed with "error encountered during parsing")."""
+    ids = ["rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3.skew4.ring1", "rsmmapf.bm8.bn64.bk128.sk2.w4.s6.c3.skew4",
+           "rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4"]
+    assert compiler.compile(ids, 1, 11008, 4096, 128, "frag32") == {vid: None for vid in ids}
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant_id, M, K, N", [("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", 5, 4096, 1000),
                                                  ("rsmma.bm16.bn64.bk128.sk1.w4.s5.c3", 16, 11008, 1000),
                                                  ("rsmma.bm64.bn128.bk64.sk1.w8.s5.c2", 70, 4096, 1000)])

@@ -147,6 +147,9 @@ def test_frag32_round_trips_and_dequantizes_as_the_base_layout(chunks, pairs, se
     assert torch.equal(dequantize(packed_f, scales, 32), dequantize(packed, scales, 32))
     assert to_layout(packed, "base") is packed
     assert torch.equal(layout.to_base(packed_f, scales), packed) and layout.to_base(packed, scales) is packed
+    # the shapes the compile pool makes its operands of (tunesearch.compile.compile_one)
+    assert layout.packed_shape(k, n, "base") == tuple(packed.shape)
+    assert layout.packed_shape(k, n, "frag32") == tuple(packed_f.shape)
 
 
 def test_frag32_refuses_what_it_cannot_hold():
@@ -158,5 +161,7 @@ def test_frag32_refuses_what_it_cannot_hold():
         pack_frag32(torch.zeros(4, 3, dtype=torch.int32))
     with pytest.raises(ValueError, match="unknown weight layout 'k16'"):
         to_layout(torch.zeros(4, 4, dtype=torch.int32), "k16")
+    with pytest.raises(ValueError, match="unknown weight layout 'k16'"):
+        layout.packed_shape(128, 4, "k16")
     with pytest.raises(ValueError, match="scales must be"):  # frag32 words for K=64, scales for another K
         check_packed(torch.zeros(2, 16, dtype=torch.int32), torch.ones(1, 4, dtype=torch.float16), 32)

@@ -524,10 +524,11 @@ class SlowCompiler:
     """A compile pool whose round takes past the key's deadline (the clock below jumps)."""
 
     def __init__(self, clock):
-        self.clock, self.rounds = clock, []
+        self.clock, self.rounds, self.layouts = clock, [], []
 
-    def compile(self, variant_ids, M, N, K, group_size):
+    def compile(self, variant_ids, M, N, K, group_size, layout="base"):
         self.rounds.append(list(variant_ids))
+        self.layouts.append(layout)
         self.clock.now += 10.0
         return {vid: None for vid in variant_ids}
 
@@ -559,6 +560,25 @@ def test_past_the_deadline_a_batch_measures_what_was_compiled_for_it(tmp_path, m
     s = key_search(tmp_path, m)
     assert s.run(12, deadline=clock.now + 1.0, compiler=compiler, batch=4) == 4
     assert len(compiler.rounds) == 1 and sorted(m.calls) == sorted(compiler.rounds[0])
+
+
+def test_a_frag32_key_compiles_ahead_on_frag32_weights(tmp_path, monkeypatch):
+    """The compile pool builds a key's variants for the weights it times them on: a frag32 key's rounds, its
+    new trials' and its stored bests' retimes, ask for frag32 (_s81: the pool built every variant for base
+    weights, so rsmmapf, which reads frag32 only, failed to compile at every trial of the sweep)."""
+    from tunesearch.variants import DeviceLimits
+
+    clock = Clock()
+    monkeypatch.setattr("tunesearch.search.time", clock)
+    limits, families = DeviceLimits(gluon=True), {"rsmma", "rsmmapf"}
+    key = Key("synthetic", 1, 11008, 4096, 128, "frag32")
+    m, compiler = Landscape("rsmma.bm8.bn64.bk128.sk2.w4.s6.c3"), SlowCompiler(clock)
+    s = KeySearch(Store(f"sqlite:///{tmp_path}/s.db"), m, key, code="c", gpu_id=1, sweep_id=None, versions={},
+                  limits=limits, seed=0, families=families)
+    s.enqueue(spread_variants(1, 11008, 4096, 128, limits, layout="frag32"))
+    assert s.run(4, deadline=clock.now + 1.0, compiler=compiler, batch=4) == 4
+    assert s.retime(2, compiler) == 2
+    assert len(compiler.layouts) == 2 and set(compiler.layouts) == {"frag32"}
 
 
 def test_past_the_deadline_without_a_compile_pool_a_key_measures_one_variant(tmp_path, monkeypatch):

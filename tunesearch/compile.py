@@ -1,9 +1,10 @@
 """Compile variants ahead of timing, in parallel on the host's CPU cores.
 
 Triton compilation, not timing, dominates a naive sweep (about a second per variant). Worker
-processes compile each variant for the exact argument shapes of the real call (so Triton's
-specialization and cache key match) and leave the binaries in Triton's on-disk cache, where the
-timing process then finds them.
+processes compile each variant for the exact argument shapes of the real call, weights in the key's
+layout included (so Triton's specialization and cache key match: frag32 weights are [K/32, 4N], and a
+family that reads only frag32 does not compile on base-shaped ones), and leave the binaries in Triton's
+on-disk cache, where the timing process then finds them.
 """
 from __future__ import annotations
 
@@ -19,18 +20,21 @@ def _init_worker(device: int) -> None:
     _worker_device = device
 
 
-def compile_one(variant_id: str, M: int, N: int, K: int, group_size: int, device: int = None):
-    """Compile one variant for (M, N, K, G); returns None or the compile error's text."""
+def compile_one(variant_id: str, M: int, N: int, K: int, group_size: int, layout: str = "base",
+                device: int = None):
+    """Compile one variant for (M, N, K, G) on weights in ``layout``; returns None or the compile error's
+    text."""
     import torch
 
     from tunesearch.variants import Variant
     from tunesearch.variants.api import launch
+    from tunesearch.variants.layout import packed_shape
 
     device = _worker_device if device is None else device
     try:
         with torch.cuda.device(device):
             a = torch.empty(M, K, dtype=torch.float16, device="cuda")
-            packed = torch.empty(K // 8, N, dtype=torch.int32, device="cuda")
+            packed = torch.empty(packed_shape(K, N, layout), dtype=torch.int32, device="cuda")
             scales = torch.empty(K // group_size, N, dtype=torch.float16, device="cuda")
             out = torch.empty(M, N, dtype=torch.float16, device="cuda")
             launch(Variant.from_id(variant_id), a, packed, scales, out, group_size, warmup=True)
@@ -49,9 +53,9 @@ class Compiler:
                                          initargs=(device,))
         self.workers = workers
 
-    def compile(self, variant_ids, M, N, K, group_size) -> dict[str, str | None]:
+    def compile(self, variant_ids, M, N, K, group_size, layout: str = "base") -> dict[str, str | None]:
         ids = list(dict.fromkeys(variant_ids))
-        futures = {vid: self._pool.submit(compile_one, vid, M, N, K, group_size) for vid in ids}
+        futures = {vid: self._pool.submit(compile_one, vid, M, N, K, group_size, layout) for vid in ids}
         return {vid: fut.result() for vid, fut in futures.items()}
 
     def close(self):

@@ -289,8 +289,8 @@ class KeySearch:
             fresh = [v for v in dict.fromkeys(variants) if v.id not in known]
             if not fresh:  # stuck on what is measured: measure its neighbours next
                 self._enqueue_neighbours_of_repeats(variants, known)
-            compile_errors = compiler.compile([v.id for v in fresh], self.key.m, self.key.n,
-                                              self.key.k, self.key.group_size) if compiler and fresh else {}
+            compile_errors = compiler.compile([v.id for v in fresh], self.key.m, self.key.n, self.key.k,
+                                              self.key.group_size, self.key.layout) if compiler and fresh else {}
             for trial, variant in proposals:
                 record = known.get(variant.id)
                 if record is None:
@@ -315,7 +315,7 @@ class KeySearch:
         if not stored:
             return 0
         errors = compiler.compile([t.variant_id for t in stored], self.key.m, self.key.n, self.key.k,
-                                  self.key.group_size) if compiler else {}
+                                  self.key.group_size, self.key.layout) if compiler else {}
         done = 0
         for old in stored:
             row = self._measurement(Variant.from_id(old.variant_id), errors.get(old.variant_id))
