@@ -147,9 +147,14 @@ def test_frag32_round_trips_and_dequantizes_as_the_base_layout(chunks, pairs, se
     assert torch.equal(dequantize(packed_f, scales, 32), dequantize(packed, scales, 32))
     assert to_layout(packed, "base") is packed
     assert torch.equal(layout.to_base(packed_f, scales), packed) and layout.to_base(packed, scales) is packed
-    # the shapes the compile pool makes its operands of (tunesearch.compile.compile_one)
-    assert layout.packed_shape(k, n, "base") == tuple(packed.shape)
-    assert layout.packed_shape(k, n, "frag32") == tuple(packed_f.shape)
+    # the operands the compile pool builds its kernels for (tunesearch.compile.compile_one)
+    from tunesearch.compile import empty_operands
+
+    for name, words in (("base", packed), ("frag32", packed_f)):
+        assert layout.packed_shape(k, n, name) == tuple(words.shape)
+        a, p, s, out = empty_operands(3, n, k, 32, name, device="cpu")
+        assert layout_of(p, s) == name and check_packed(p, s, 32) == (k, n)
+        assert (a.shape, out.shape, p.dtype, s.dtype) == ((3, k), (3, n), torch.int32, torch.float16)
 
 
 def test_frag32_refuses_what_it_cannot_hold():

@@ -20,6 +20,19 @@ def _init_worker(device: int) -> None:
     _worker_device = device
 
 
+def empty_operands(M: int, N: int, K: int, group_size: int, layout: str = "base", device="cuda"):
+    """Uninitialized (a, packed, scales, out) of a call at (M, N, K, G) on weights in ``layout``: what a
+    compile needs (shapes, dtypes, alignment), not values."""
+    import torch
+
+    from tunesearch.variants.layout import packed_shape
+
+    return (torch.empty(M, K, dtype=torch.float16, device=device),
+            torch.empty(packed_shape(K, N, layout), dtype=torch.int32, device=device),
+            torch.empty(K // group_size, N, dtype=torch.float16, device=device),
+            torch.empty(M, N, dtype=torch.float16, device=device))
+
+
 def compile_one(variant_id: str, M: int, N: int, K: int, group_size: int, layout: str = "base",
                 device: int = None):
     """Compile one variant for (M, N, K, G) on weights in ``layout``; returns None or the compile error's
@@ -28,15 +41,11 @@ def compile_one(variant_id: str, M: int, N: int, K: int, group_size: int, layout
 
     from tunesearch.variants import Variant
     from tunesearch.variants.api import launch
-    from tunesearch.variants.layout import packed_shape
 
     device = _worker_device if device is None else device
     try:
         with torch.cuda.device(device):
-            a = torch.empty(M, K, dtype=torch.float16, device="cuda")
-            packed = torch.empty(packed_shape(K, N, layout), dtype=torch.int32, device="cuda")
-            scales = torch.empty(K // group_size, N, dtype=torch.float16, device="cuda")
-            out = torch.empty(M, N, dtype=torch.float16, device="cuda")
+            a, packed, scales, out = empty_operands(M, N, K, group_size, layout)
             launch(Variant.from_id(variant_id), a, packed, scales, out, group_size, warmup=True)
         return None
     except Exception as exc:  # a variant that fails to compile is a failed trial, not a crash
