@@ -100,9 +100,10 @@ def kernel_launch(kernel, launch_args):
 
 def frag32_operands(M: int, N: int, K: int):
     """CPU tensors (a, packed, scales, out) of a launch at (M, N, K) on frag32 weights (G=128), for the
-    launch builders of an offline compile."""
-    return (torch.empty(M, K, dtype=torch.float16), torch.empty(K // 32, 4 * N, dtype=torch.int32),
-            torch.empty(K // 128, N, dtype=torch.float16), torch.empty(M, N, dtype=torch.float16))
+    launch builders of an offline compile: those the sweep's compile pool builds its kernels for."""
+    from tunesearch.compile import empty_operands
+
+    return empty_operands(M, N, K, 128, "frag32", device="cpu")
 
 
 def compile_frag32_offline(kernel, launch_args, M: int, N: int, K: int):
