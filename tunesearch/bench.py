@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import torch
 
 from tunesearch.variants import Variant, dequantize, matmul, quantize_pack
-from tunesearch.variants.layout import CHUNK, check_group_size, to_layout
+from tunesearch.variants.layout import check_group_size, packed_shape, to_layout
 
 REL_TOL = 2e-3
 L2_FACTOR = 3
@@ -161,9 +161,7 @@ class Operands:
         n = copies_to_defeat_l2(kernel_bytes(M, N, K, group_size), l2_bytes)
         self.copies = []
         for _ in range(n):
-            packed = torch.randint(-2**31, 2**31 - 1, (K // 8, N), dtype=torch.int32, device=device)
-            if layout == "frag32":
-                packed = packed.view(K // CHUNK, 4 * N)
+            packed = torch.randint(-2**31, 2**31 - 1, packed_shape(K, N, layout), dtype=torch.int32, device=device)
             scales = (torch.rand(K // group_size, N, device=device) * 0.01 + 0.001).half()
             a = torch.randn(M, K, device=device, dtype=torch.float16)
             out = torch.empty(M, N, device=device, dtype=torch.float16)

@@ -132,17 +132,20 @@ def layout_of(packed: torch.Tensor, scales: torch.Tensor) -> str:
     return "base"
 
 
-def packed_shape(k: int, n: int, layout: str) -> tuple[int, int]:
-    """The shape of W [k, n]'s packed words in ``layout``: [K/8, N] (base) or [K/32, 4N] (frag32)."""
+def check_layout(layout: str) -> None:
     if layout not in LAYOUTS:
         raise ValueError(f"unknown weight layout {layout!r}; known: {', '.join(LAYOUTS)}")
+
+
+def packed_shape(k: int, n: int, layout: str) -> tuple[int, int]:
+    """The shape of W [k, n]'s packed words in ``layout``: [K/8, N] (base) or [K/32, 4N] (frag32)."""
+    check_layout(layout)
     return (k // PACK, n) if layout == "base" else (k // CHUNK, 4 * n)
 
 
 def to_layout(packed: torch.Tensor, layout: str) -> torch.Tensor:
     """Base-layout ``packed`` stored in ``layout`` (done once, when the weights are loaded)."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown weight layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    check_layout(layout)
     return packed if layout == "base" else pack_frag32(packed)
 
 
