@@ -104,7 +104,8 @@ def fail_stale_trials(study: optuna.Study) -> int:
         else:  # another host, or asked a moment ago and not yet stamped: only age tells
             stale = t.datetime_start is not None and now - t.datetime_start > STALE_AFTER
         if stale:
-            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            # two workers that start on one key at once may both fail the same dead trial
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
             failed += 1
     return failed
 
@@ -358,14 +359,17 @@ class KeySearch:
     def _tell(self, trial, variant: Variant, record: Trial):
         try:
             trial.set_user_attr("variant_id", variant.id)
+            # skip_if_finished: another worker may finish the trial between the stamp above and the
+            # tell, and Optuna then raises ValueError ("Cannot tell a COMPLETE trial"), not
+            # UpdateFinishedTrialError; this crashed one of two sweeps sharing a SQLite store (CI, stop 70)
             if record.status == "ok":
-                self.study.tell(trial, record.us)
+                self.study.tell(trial, record.us, skip_if_finished=True)
             else:
                 trial.set_user_attr("error", (record.error or "")[:500])
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         except optuna.exceptions.UpdateFinishedTrialError:
-            # a worker that took this trial for a dead one's failed it; the measurement itself
-            # is in the store, which is what resumes and exports read
+            # a worker that took this trial (or took it for a dead one's) finished it; the measurement
+            # itself is in the store, which is what resumes and exports read
             log.warning("tunesearch: Optuna trial %d was finished by another worker", trial.number)
 
     def _measure(self, variant: Variant, compile_error: str | None) -> Trial:
