@@ -88,12 +88,11 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def fail_stale_trials(study: optuna.Study) -> int:
+def fail_stale_trials(study: optuna.Study) -> None:
     """Mark RUNNING trials whose process is gone (killed mid-sweep) as FAIL, so none stays
     RUNNING forever: the owner's pid is checked on this host; elsewhere, after STALE_AFTER."""
     host = socket.gethostname()
     now = datetime.now()
-    failed = 0
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         owner = str(t.user_attrs.get("owner", ""))
         owner_host, _, pid = owner.rpartition(":")
@@ -106,8 +105,6 @@ def fail_stale_trials(study: optuna.Study) -> int:
         if stale:
             # two workers that start on one key at once may both fail the same dead trial
             study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
-            failed += 1
-    return failed
 
 
 def default_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
@@ -189,7 +186,7 @@ class KeySearch:
         if self.ONE_READ_PER_TRIAL:
             self.study._storage = self.reads  # before any ask: each trial keeps the study's storage
         self.fp16_us = None
-        self.stale_failed = fail_stale_trials(self.study)
+        fail_stale_trials(self.study)
 
     # -- proposals ---------------------------------------------------------------------------
     ONE_READ_PER_TRIAL = True  # False: the sampler reads the database per parameter (the reference)
