@@ -505,11 +505,15 @@ def test_a_store_of_its_own_starts_each_key_from_the_packaged_tables_picks(tmp_p
         buckets = gpu["shapes"]["4096x11008"]["buckets"]
         return Variant.from_id(next((b for b in buckets if b["m_max"] >= m), buckets[-1])["variant"]["id"])
 
-    everything = {"rsmma", "twotile", "dequant"}
+    everything = {"rsmma", "rsmmapf", "twotile", "dequant"}
     for m in (1, 3, 40, 4096, 5000):
         key = Key("NVIDIA H200", m, 11008, 4096, 128, "frag32")
         want = list(dict.fromkeys([pick("h200", m), pick("h100", m)]))
         assert packaged_table_seeds(key, everything) == want, m
+    # a pick of a family the sweep leaves out is no seed: the H100's M=1 pick is rsmmapf (_s83), the H200's rsmma
+    assert pick("h100", 1).family == "rsmmapf" and pick("h200", 1).family == "rsmma"
+    m1 = Key("NVIDIA H200", 1, 11008, 4096, 128, "frag32")
+    assert packaged_table_seeds(m1, everything - {"rsmmapf"}) == [pick("h200", 1)]
     assert pick("h200", 40) == pick("h200", 48) != pick("h200", 49)  # the bucket 33..48 holds M=40
     new_gpu = Key("gpu-new", 16, 11008, 4096, 128, "frag32")
     assert packaged_table_seeds(new_gpu, everything) == list(dict.fromkeys([pick("h100", 16), pick("h200", 16)]))
