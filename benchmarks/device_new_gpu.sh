@@ -9,7 +9,7 @@
 # e.g. "m=1,2,4 m=3": a bucket's edge after the bucket, whose new fastest its edge then times first), TRIALS
 # (8 a key: half of them seeds), MORE (instead of TRIALS: `--more`, that many trials a key beyond those it
 # has, after its 3 fastest are timed again, so its best's SKEW twins are timed: NOTES.md plan item 1b),
-# SHAPES (default llama-7b), FAMILIES (default the packaged table's: rsmma,twotile,dequant), SWEEP_S (each
+# SHAPES (default llama-7b), FAMILIES (default the packaged tables': rsmma,rsmmapf,twotile,dequant), SWEEP_S (each
 # stage's seconds), LOGS, EXPORT. Source benchmarks/device_setup.sh first.
 set -uo pipefail
 step() { echo "== $1 ($(date -u +%T))"; }
@@ -17,7 +17,7 @@ DB=sqlite:////tmp/s.db
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "$GPU, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 # the families and layout the packaged table picks from (every shape keeps frag32)
-SEARCH="--shapes ${SHAPES:-llama-7b} --families ${FAMILIES:-rsmma,twotile,dequant} --layouts frag32"
+SEARCH="--shapes ${SHAPES:-llama-7b} --families ${FAMILIES:-rsmma,rsmmapf,twotile,dequant} --layouts frag32"
 SEARCH+=" $([ -n "${MORE:-}" ] && echo "--more $MORE" || echo "--trials ${TRIALS:-8}")"
 
 step "load the packaged table's store${LOGS:+ and $LOGS}"
