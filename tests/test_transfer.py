@@ -181,7 +181,7 @@ def test_a_database_without_a_store_is_refused_by_readers_and_left_alone(tmp_pat
 
 # each packaged table, the GPU it was swept on and the dump of the store it was exported from
 PACKAGED = {"h200": ("NVIDIA H200", "trials_resume_h200_2026-12-04_s59.jsonl.gz"),
-            "h100": ("NVIDIA H100 80GB HBM3", "trials_rsmmapf_h100_2026-12-07_s83.jsonl.gz")}
+            "h100": ("NVIDIA H100 80GB HBM3", "trials_more_h100_2026-12-07_s84.jsonl.gz")}
 
 
 @pytest.mark.parametrize("table_name", sorted(PACKAGED))
@@ -201,7 +201,8 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path, table_n
     # buckets: ``python -m tunesearch.overlap tunesearch/tables/h200.json``).
     # tunesearch/tables/h100.json is the same of the H100's sweep (_s71: every key seeded with the H200's
     # fastest there, benchmarks/device_new_gpu.sh; _s83: `--more 3` with rsmma and rsmmapf at the split keys
-    # M <= 32 of four shapes, benchmarks/device_next.sh; its dump holds the H100's trials alone).
+    # M <= 32 of four shapes, benchmarks/device_next.sh; _s84: `--more 5` there again, reaching 4096x11008
+    # and 4096x12288 M=1, 3, 5; its dump holds the H100's trials alone).
     gpu, dump = PACKAGED[table_name]
     table = json.loads((ROOT / f"tunesearch/tables/{table_name}.json").read_text())
     store = Store(f"sqlite:///{tmp_path}/{table_name}.db")
