@@ -21,7 +21,8 @@ step() { echo "== $1 ($(date -u +%T))"; }
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 # 4096x22016's picks do not split; a sweep takes its shapes in order, so those where row 132's ring form won
 # most (two-split picks) come first, and a budget that runs short leaves 4096^2 (four splits: level there)
-SPLIT=4096x11008,4096x12288,11008x4096,4096x4096
+# (SPLIT from the environment: the shapes a call sweeps, in that order)
+SPLIT=${SPLIT:-4096x11008,4096x12288,11008x4096,4096x4096}
 if [ "${TESTS:-1}" = 1 ]; then
   step "rsmmapf GPU tests on $GPU"
   KERNELS_REQUIRED=1 timeout 300 bash benchmarks/device_gpu_tests.sh -k rsmmapf 2>&1 | tail -6
