@@ -747,6 +747,30 @@ def test_a_split_calls_launches_overlap_only_where_the_first_leaves_sms_idle_lon
     assert not gemm.overlaps((64, 1), 12288, 4096, 132)
 
 
+def test_clusters_beside_false_keeps_a_later_launch_in_clusters_off_the_firsts_sms(monkeypatch):
+    from tunesearch import dispatch
+    from tunesearch.dispatch import _ShapeTable
+
+    # CLUSTERS_BESIDE False (row 138's A/B setting; H100 4096x11008 M=261: 8 rows in clusters of 2 beside
+    # 253 ran 52.6 us, the same plan with the 8 rows' unclustered twin 43.1): both fit the first launch's
+    # idle SMs by the wave rule alone, the clustered one is kept off them
+    big = "rsmma.bm256.bn128.bk64.sk1.w8.s4"
+    assert dispatch.CLUSTERS_BESIDE is True  # the default: the rule as row 121 timed it
+    for small, clustered in (("rsmma.bm8.bn64.bk128.sk2.w4.s5.c4", False),
+                             ("rsmma.bm8.bn64.bk128.sk2.w4.s5.c4.cl2", True)):
+        shape = _ShapeTable([_bucket(8, small, 11.3), _bucket(256, big, 42.5)], 128, "t")
+        assert shape.overlaps((8, 249), 12288, 4096, 132)
+        monkeypatch.setattr(dispatch, "CLUSTERS_BESIDE", False)
+        assert shape.overlaps((8, 249), 12288, 4096, 132) is not clustered
+        assert (shape.side_by_side_price(257, (8, 249), 12288, 4096, 132, False) is None) is clustered
+        monkeypatch.setattr(dispatch, "CLUSTERS_BESIDE", True)
+    # the largest launch in clusters keeps its place: only those that start beside it must find pairs of SMs
+    shape = _ShapeTable([_bucket(8, "rsmma.bm8.bn64.bk128.sk2.w4.s5.c4", 11.3),
+                         _bucket(256, big + ".cl2", 42.5)], 128, "t")
+    monkeypatch.setattr(dispatch, "CLUSTERS_BESIDE", False)
+    assert shape.overlaps((8, 249), 12288, 4096, 132)
+
+
 def test_the_packaged_h200_table_overlaps_the_plans_row_121_found_faster_side_by_side():
     from tunesearch.dispatch import load_dispatch
 

@@ -81,6 +81,11 @@ OVERLAP_PRICE = 1.02
 # priced under this share of it: the model's typical error is 1.4% (NOTES.md row 126), so a finer difference
 # between two of its prices is its noise (4096x12288 M=257: 16 + 241 priced 0.03% under 2 + 255)
 SIDE_BY_SIDE_LEVEL = 0.99
+# whether a later launch whose pick runs in clusters (CLUSTER > 1) may run beside the largest (``overlaps``).
+# An A/B setting: on the H100 8 clustered rows beside 253 ran 22% slower than their unclustered twin in the
+# same plan (NOTES.md row 138), yet on the H200 2 clustered rows beside 511 and 32 beside 1268 ran faster
+# than one after the other (row 121); False has not been timed against True at the M whose plans it changes
+CLUSTERS_BESIDE = True
 _side_streams: dict[tuple, tuple] = {}
 
 
@@ -159,6 +164,7 @@ def side_by_side_settings(num_sms: int) -> dict:
     return {"overlap_price": OVERLAP_PRICE, "concurrent": CONCURRENT, "clock_drop": schedule.CLOCK_DROP,
             "level": SIDE_BY_SIDE_LEVEL, "overlap_slack": OVERLAP_SLACK, "eager_us": EAGER_SIDE_BY_SIDE_US,
             "max_launches": MAX_LAUNCHES, "split_gain": export.SPLIT_GAIN, "num_sms": num_sms,
+            "clusters_beside": CLUSTERS_BESIDE,
             "rule": _rule_code()}
 
 
@@ -435,7 +441,12 @@ class _ShapeTable:
         times, summed, must fit in the idle SMs' share of one of its waves (``wave_room``), OVERLAP_SLACK times
         over (4096x12288 M=257: 255 rows on 96 CTAs of 132 SMs, 42.5 us, beside 2 rows at 11.3: 44.8 us against
         53.7 one after the other, NOTES.md row 121). Where the first fills its last wave, the others only crowd
-        its SMs (11008x4096 M=257, 128 CTAs: 7% slower)."""
+        its SMs (11008x4096 M=257, 128 CTAs: 7% slower). With CLUSTERS_BESIDE False, nor where a later launch's
+        pick runs in clusters (CLUSTER > 1), whose pairs of CTAs must find pairs of free SMs in one GPC beside
+        the first launch's."""
+        if not CLUSTERS_BESIDE and any(self.pick(rows).params.get("CLUSTER", 1) > 1
+                                       for rows in sorted(launches, reverse=True)[1:]):
+            return False
         room = self.wave_room(launches, N, K, num_sms)
         return room is not None and room[0] <= OVERLAP_SLACK * room[1]
 
