@@ -1,6 +1,10 @@
 """The GPU diagnostics' correct forms must compute A @ W, or their timings mean nothing: each on the
 interpreter, with split-K tails shared by several splits and the masking edges."""
+import json
+import os
+import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -103,28 +107,60 @@ def test_layout_k32_kernel_computes_a_times_w(M, BM, split_k, kernel_device):
     assert relative_error(out.cpu(), inputs.ref) > 0.1
 
 
-def _compiled_offline(script: str, flag: str, config: str, *more: str) -> dict:
-    """The JSON a Gluon experiment prints about its kernel compiled for sm_90 (no GPU needed). In a
-    process of its own: the interpreter, once it has run in this one, patches the language's operators
-    in place and the compiler can no longer lower them."""
-    import json
-    import os
-    import subprocess
-
+def _run_offline(script: str, flag: str, config: str, *more: str) -> subprocess.CompletedProcess:
+    """A Gluon experiment's compile for sm_90 (no GPU needed), in a process of its own: the interpreter,
+    once it has run in this one, patches the language's operators in place and the compiler can no longer
+    lower them."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, str(root / "benchmarks/experiments" / script), flag, config, *more],
-                         capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    return subprocess.run([sys.executable, str(root / "benchmarks/experiments" / script), flag, config, *more],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
+
+
+# Compiles started ahead (``_compile_ahead``), as many at once as there are CPUs: each is a process whose
+# start (importing torch and triton, ~3 s) is most of a small kernel's compile, and the parametrized tests
+# below run dozens of them; one after another they were over a third of CI's time
+_ahead: dict[tuple, Future] = {}
+_pool: list[ThreadPoolExecutor] = []
+_ahead_for: set = set()  # the test functions whose compiles were started ahead
+
+
+def _start_offline(*key: str) -> None:
+    if key not in _ahead:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1))
+        _ahead[key] = _pool[0].submit(_run_offline, *key)
+
+
+def _compile_ahead(request, compiles) -> None:
+    """Start the compiles of every selected test of ``request``'s test function (this one first, in run
+    order), once: ``compiles(**its parameters)`` names each test's (script, flag, config, *more)."""
+    if request.function in _ahead_for:
+        return
+    _ahead_for.add(request.function)
+    for item in request.session.items:
+        if getattr(item, "function", None) is request.function and hasattr(item, "callspec"):
+            for key in compiles(**item.callspec.params):
+                _start_offline(*key)
+
+
+def _compiled_offline(script: str, flag: str, config: str, *more: str) -> dict:
+    """The JSON a Gluon experiment prints about its kernel compiled for sm_90 (``_run_offline``), the
+    compile started ahead where it was."""
+    key = (script, flag, config, *more)
+    _start_offline(*key)
+    run = _ahead.pop(key).result()
     assert run.returncode == 0, run.stderr[-2000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("config", ["64,128,64,2,4", "128,128,64,1,8", "64,256,64,2,4", "16,64,64,4,4,1"])
-def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
+def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config, request):
     # Gluon has no interpreter, so CI cannot run this kernel; it can check that it compiles for sm_90
     # with the schedule it was written for: per K block BK/16 wgmma and one wait for all but one of
     # them (a wait for none would serialize unpack and MMA, the shipped kernels' limit), no spills,
     # and the shared memory the family's validity rule counts (a config it admits must fit).
+    _compile_ahead(request, lambda config: [("gluon_dqmma.py", "--schedule", config)])
     got = _compiled_offline("gluon_dqmma.py", "--schedule", config)
     BK = int(config.split(",")[2])
     assert got["waits"] == ["gsb0, 0x1"]
@@ -136,7 +172,7 @@ def test_gluon_dqmma_compiles_with_one_mma_left_in_flight(config):
 
 @pytest.mark.parametrize("config", ["128,128,64,1,6,3", "64,128,64,2,6,3", "128,128,128,1,4,2", "64,64,128,2,3,2",
                                     "128,256,64,3,4,2,4,1", "128,128,128,0,4,2", "128,256,64,0,4,2,4,1"])
-def test_dqmma_compiles_warp_specialized(config):
+def test_dqmma_compiles_warp_specialized(config, request):
     # The dqmma family's kernel (variants/dqmma.py, through benchmarks/experiments/gluon_ws.py, whose
     # --compile takes the W buffer count too). Gluon has no interpreter, so CI checks that it compiles
     # for sm_90 as written: BK/16 wgmma with one left in flight in the loop and one wait for none, after
@@ -147,6 +183,7 @@ def test_dqmma_compiles_warp_specialized(config):
     # what the family's validity rule counts (its figure + 1024).
     # With MMA_LOADS (the 8th field; the family's BN=256) the MMA warps issue the loads: STAGES blocks
     # in the unrolled prologue, one per block in the loop, and no loader partition.
+    _compile_ahead(request, lambda config: [("gluon_ws.py", "--compile", config)])
     got = _compiled_offline("gluon_ws.py", "--compile", config)
     fields = [int(x) for x in config.split(",")]
     BK, stages, mma_loads = fields[2], fields[4], len(fields) > 7 and fields[7]
@@ -159,10 +196,11 @@ def test_dqmma_compiles_warp_specialized(config):
 
 @pytest.mark.parametrize("variant", ["rsmma.bm8.bn64.bk128.sk1.w4.s6.c3", "rsmma.bm16.bn64.bk128.sk2.w4.s6.c3",
                                      "rsmma.bm128.bn128.bk64.sk1.w8.s5", "rsmma.bm64.bn64.bk128.sk1.w4.s4.c2"])
-def test_rsmma_on_frag32_unpacks_with_fewer_instructions_and_keeps_its_schedule(variant):
+def test_rsmma_on_frag32_unpacks_with_fewer_instructions_and_keeps_its_schedule(variant, request):
     # The family's kernel on frag32 weights (NOTES.md row 69), as its launcher builds it, compiled for sm_90:
     # the same wgmma and waits as on the base layout (one in flight), no spills, the same registers, and the
     # unpack's PRMT (a byte picked from a word a quad loads four times) gone with three of four shared loads.
+    _compile_ahead(request, lambda variant: [("frag32.py", "--compile", variant)])
     got = _compiled_offline("frag32.py", "--compile", variant)
     base, frag = got["base"], got["frag32"]
     assert frag["waits"] == base["waits"] and "gsb0, 0x1" in frag["waits"]
@@ -185,12 +223,13 @@ def test_rsmma_on_frag32_unpacks_with_fewer_instructions_and_keeps_its_schedule(
 
 
 @pytest.mark.parametrize("config", ["128,128,2,5", "64,128,2,6", "256,64,1,6", "16,128,2,8,4"])
-def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
+def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config, request):
     # The swapped-operand experiment compiles for sm_90 as written: every wgmma takes W^T from registers
     # (no fp16 weight in shared memory), BK/16 of them per block in each of the loop's three copies (two
     # blocks a trip and the odd tail), each followed by a wait that leaves one in flight (with one register
     # set for every block ptxas serialized them: C7515, a wait for none after each), no spills, and
     # shared memory within the SM's 227 KB.
+    _compile_ahead(request, lambda config: [("dqmma_rs.py", "--compile", config)])
     got = _compiled_offline("dqmma_rs.py", "--compile", config)
     BK = int(config.split(",")[1])
     assert got["wgmma"] == 3 * BK // 16 and got["register_a"] == got["wgmma"]
@@ -205,7 +244,7 @@ def test_dqmma_rs_keeps_one_wgmma_in_flight_with_registers_as_a(config):
                                      "rsmma.bm16.bn64.bk128.sk0.w4.s6.c3", "rsmma.bm128.bn64.bk64.sk0.w4.s4.c2",
                                      "rsmma.bm8.bn64.bk128.sk2.w4.s6.c2", "rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4",
                                      "rsmma.bm16.bn64.bk128.sk4.w4.s8.c3.skew2"])
-def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
+def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant, request):
     # The rsmma family's kernel (variants/rsmma.py) as its launcher builds it, compiled for sm_90 (CI has no
     # GPU; Gluon no interpreter): every wgmma takes W^T from registers, BK/16 a block in each of the loop's
     # three copies (two blocks a trip and the odd tail), each followed by a wait that leaves one in flight
@@ -222,6 +261,7 @@ def test_rsmma_compiles_with_registers_as_a_and_paired_loads(variant):
     # for the last partial on either branch of the odd tail: one wait for none more.
     from tunesearch.variants.rsmma_launch import launch_registers, scale_after
 
+    _compile_ahead(request, lambda variant: [("dqmma_rs.py", "--compile-family", variant)])
     got = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
     p = Variant.from_id(variant).params
     after = scale_after(p["BN"], p["BM"], p["BK"], launch_registers(p["num_warps"], p["CTAS"]))
@@ -304,12 +344,14 @@ def test_sliced_mma_v2_multiplies_with_mma_sync_and_reduces_across_ctas_only_whe
 @pytest.mark.parametrize("variant, layout", [("rsmma.bm128.bn64.bk128.sk1.w4.s3.c2", "base"),
                                              ("rsmma.bm256.bn64.bk64.sk1.w4.s5", "base"),
                                              ("rsmma.bm32.bn64.bk128.sk1.w4.s8", "frag32")])
-def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(variant, layout):
+def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(variant, layout, request):
     # rsmma_anatomy.py's MMA-only form (the family's kernel with a constant fragment) must time the same
     # skeleton: as many wgmma, one left in flight, no spills; and it must not read the packed words (the
     # full form's 8-byte shared loads), or it would not be what it claims to leave out. On frag32 too, the
     # layout every llama shape keeps: its packed tile is [BN/64 x BK/32, 256], from which the form once
     # took BN and BK as the base layout's [BK/8, BN] and failed to compile (NOTES.md row 100).
+    _compile_ahead(request, lambda variant, layout: [("dqmma_rs.py", "--compile-family", variant, layout),
+                                                            ("rsmma_anatomy.py", "--compile", variant, layout)])
     full = _compiled_offline("dqmma_rs.py", "--compile-family", variant, layout)
     mma_only = _compiled_offline("rsmma_anatomy.py", "--compile", variant, layout)
     assert mma_only["wgmma"] == full["wgmma"] and mma_only["waits"] == full["waits"]
@@ -325,10 +367,12 @@ def test_rsmma_anatomy_mma_only_form_keeps_the_schedule_and_reads_no_weights(var
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm32.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s8.c4"])
-def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(variant):
+def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(variant, request):
     # rsmma_cluster.py's reduction through a cluster (NOTES.md row 89) must time the family's loop: the
     # same waits (one wgmma in flight), the same shared allocation (its mbarriers lie past it, at REGION),
     # no spills; and a partial must fit the first ring buffer, where the other ranks leave theirs
+    _compile_ahead(request, lambda variant: [("dqmma_rs.py", "--compile-family", variant),
+                                                  ("rsmma_cluster.py", "--compile", variant)])
     full = _compiled_offline("dqmma_rs.py", "--compile-family", variant)
     cluster = _compiled_offline("rsmma_cluster.py", "--compile", variant)
     assert cluster["waits"] == full["waits"] and cluster["shared"] == full["shared"] and cluster["local"] == 0
@@ -339,10 +383,12 @@ def test_rsmma_cluster_experiment_keeps_the_familys_schedule_and_shared_memory(v
 
 
 @pytest.mark.parametrize("variant", ["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s5.c3"])
-def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(variant):
+def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(variant, request):
     # rsmma_prefetch.py (NOTES.md row 132) must time the family's loop: the same wgmma waits (two inlined
     # staged stores made ptxas serialize every wgmma, C7514), registers and no spills; its shared memory is
     # the family's plus the other parts' slots (a power of two of them), a flag and an mbarrier
+    _compile_ahead(request, lambda variant: [("rsmma_prefetch.py", flag, variant)
+                                                  for flag in ("--compile-family", "--compile", "--compile-ring")])
     family = _compiled_offline("rsmma_prefetch.py", "--compile-family", variant)
     prefetch = _compiled_offline("rsmma_prefetch.py", "--compile", variant)
     assert prefetch["waits"] == family["waits"] and "gsb0, 0x1" in family["waits"]
@@ -359,20 +405,30 @@ def test_rsmma_prefetch_keeps_the_familys_schedule_beside_its_partials_buffer(va
     assert family["shared"] < ring["shared"] <= family["shared"] + 256
 
 
+def _rsmmapf_forms(twin: str) -> list:
+    """The rsmmapf forms of an rsmma variant the family offers: the partials in the ring's freed A stages
+    (RING=1) where BK is twice BN, and in a buffer of their own."""
+    from tunesearch.variants import Variant
+
+    p = Variant.from_id(twin).params
+    return [Variant("rsmmapf", {**p, "RING": ring}) for ring in ((1, 0) if p["BK"] == 2 * p["BN"] else (0,))]
+
+
 @pytest.mark.parametrize("twin", ["rsmma.bm8.bn64.bk128.sk2.w4.s6.c3.skew4", "rsmma.bm8.bn64.bk128.sk4.w4.s5.c3",
                                   "rsmma.bm16.bn128.bk64.sk2.w8.s8", "rsmma.bm64.bn64.bk128.sk4.w4.s4.c2"])
-def test_rsmmapf_as_launched_keeps_its_rsmma_twins_schedule_and_the_shared_bytes_its_rule_counts(twin):
+def test_rsmmapf_as_launched_keeps_its_rsmma_twins_schedule_and_the_shared_bytes_its_rule_counts(twin, request):
     # the rsmmapf family (variants/rsmmapf.py) as api._kernel_call launches it: rsmma's loop (the same wgmma
     # waits and registers, no spills), and the shared memory space.rsmmapf_extra_bytes adds to rsmma's, which
     # decides where the family's CTAs fit (space._rsmmapf_error, _ctas_pruned), in each form it offers
     from tunesearch.variants import Variant
     from tunesearch.variants.space import DeviceLimits, rsmma_shared_bytes, rsmmapf_extra_bytes, variant_error
 
+    _compile_ahead(request, lambda twin: [("rsmma_prefetch.py", "--compile-variant", vid)
+                                               for vid in (twin, *(pf.id for pf in _rsmmapf_forms(twin)))])
     family = _compiled_offline("rsmma_prefetch.py", "--compile-variant", twin)
     p = Variant.from_id(twin).params
-    rings = (1, 0) if p["BK"] == 2 * p["BN"] else (0,)
-    for ring in rings:
-        pf = Variant("rsmmapf", {**p, "RING": ring})
+    for pf in _rsmmapf_forms(twin):
+        ring = pf.params["RING"]
         assert variant_error(pf, 1, 4096, 4096, 128, DeviceLimits(gluon=True), layout="frag32") is None
         got = _compiled_offline("rsmma_prefetch.py", "--compile-variant", pf.id)
         assert got["waits"] == family["waits"] and "gsb0, 0x1" in got["waits"]
@@ -395,7 +451,7 @@ def _twotile_configs():
 
 
 @pytest.mark.parametrize("config", _twotile_configs())
-def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
+def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config, request):
     # The twotile family's kernel (variants/twotile.py, a HI + LO token tile as two accumulators on one
     # unpacked fragment, for M = 129..192 and 65..96, compiled through rsmma_two_tiles.py) must run as it
     # means to: each block's two wgmmas issued before the previous block's two are waited for (2 left in
@@ -405,6 +461,7 @@ def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
     # Config: BN,HI,LO,BK,STAGES,CTAS,STREAM. One CTA a tile, and stream-K.
     from tunesearch.variants.space import rsmma_shared_bytes
 
+    _compile_ahead(request, lambda config: [("rsmma_two_tiles.py", "--compile", config)])
     got = _compiled_offline("rsmma_two_tiles.py", "--compile", config)
     assert got["waits"][:-1] == ["gsb0, 0x2"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
     assert got["local"] == 0, got
@@ -414,11 +471,12 @@ def test_two_token_tiles_on_one_fragment_keep_both_wgmmas_in_flight(config):
 
 
 @pytest.mark.parametrize("config", ["64,128,32,16,64,4,2", "128,128,32,16,64,4,1"])
-def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(config):
+def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(config, request):
     # rsmma_three_tiles.py (M = 161..176 as 128 + 32 + 16 tokens, NOTES.md row 101): each block's three
     # wgmmas issued before the previous block's three are waited for (3 left in flight; fewer would
     # serialize the chain the shared fragment is meant to spare), no spills at the registers of its CTAs an
     # SM, and their shared memory within the SM's 228 KB. Config: BN,HI,MID,LO,BK,STAGES,CTAS.
+    _compile_ahead(request, lambda config: [("rsmma_three_tiles.py", "--compile", config)])
     got = _compiled_offline("rsmma_three_tiles.py", "--compile", config)
     assert got["waits"][:-1] == ["gsb0, 0x3"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
     assert got["local"] == 0, got
@@ -428,11 +486,12 @@ def test_three_token_tiles_on_one_fragment_keep_all_three_wgmmas_in_flight(confi
 
 
 @pytest.mark.parametrize("config", ["128,64,4", "64,64,8"])
-def test_a_192_column_tile_keeps_both_slabs_wgmmas_in_flight(config):
+def test_a_192_column_tile_keeps_both_slabs_wgmmas_in_flight(config, request):
     # rsmma_slabs.py (NOTES.md row 114): a block's two wgmmas ([128, BM] on the warp groups' own columns,
     # [64, BM] with the groups side by side along the tokens) issued before the block before's are waited
     # for, no spills, within one CTA's shared memory. Three MMA partitions of one warp group each, the
     # plain form, serialized every wgmma (C7514); so does BK=128 here. Config: BM,BK,STAGES.
+    _compile_ahead(request, lambda config: [("rsmma_slabs.py", "--compile", config)])
     got = _compiled_offline("rsmma_slabs.py", "--compile", config)
     assert got["waits"][:-1] == ["gsb0, 0x2"] * (len(got["waits"]) - 1) and got["waits"][-1] == "gsb0, 0x0", got
     assert got["local"] == 0, got
@@ -440,24 +499,34 @@ def test_a_192_column_tile_keeps_both_slabs_wgmmas_in_flight(config):
 
 
 @pytest.mark.parametrize("config", ["16,8,128,8", "32,16,128,8"])
-def test_narrow_mma_sync_tiles_compile_without_spills_or_wgmma(config):
+def test_narrow_mma_sync_tiles_compile_without_spills_or_wgmma(config, request):
     # narrow_v2.py (NOTES.md row 115): 16 or 32 columns a CTA on mma.sync over all of K, no split: no
     # wgmma to wait for, nothing spilled, and the ring within the shared memory of several CTAs an SM.
     # Config: BN,BM,BK,STAGES.
+    _compile_ahead(request, lambda config: [("narrow_v2.py", "--compile", config)])
     got = _compiled_offline("narrow_v2.py", "--compile", config)
     assert got["waits"] == [] and got["local"] == 0, got
     assert 4 * (got["shared"] + 1024) <= 228 * 1024, got
 
 
 @pytest.mark.parametrize("config", ["32,128,4,2", "16,128,6,2"])
-def test_a_wave_of_whole_tiles_and_the_rest_stream_k_keeps_one_wgmma_in_flight(config):
+def test_a_wave_of_whole_tiles_and_the_rest_stream_k_keeps_one_wgmma_in_flight(config, request):
     # rsmma_hybrid.py (NOTES.md row 118): both of the MMA warps' loops (the whole tiles', the split units')
     # leave one wgmma in flight (waits of 1, each loop's last of 0), nothing spilled, and two CTAs' rings fit
     # an SM. Config: BM,BK,STAGES,CTAS.
+    _compile_ahead(request, lambda config: [("rsmma_hybrid.py", "--compile", config)])
     got = _compiled_offline("rsmma_hybrid.py", "--compile", config)
     assert got["waits"].count("gsb0, 0x1") >= 6 and set(got["waits"]) == {"gsb0, 0x1", "gsb0, 0x0"}, got
     assert got["local"] == 0, got
     assert 2 * (got["shared"] + 1024) <= 228 * 1024, got
+
+def _fewest_registers_compile(flag: str, tile, need: int) -> tuple[str, str, str]:
+    """dqmma_rs.py's compile of ``tile`` (BN, BM, BK) with one split and with two, each at ``need`` registers
+    a thread and at 8 fewer."""
+    bn, bm, bk = tile
+    one, two = (f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk{split}.w{bn // 16}.s3" for split in (1, 2))
+    return "dqmma_rs.py", flag, f"{one}@{need},{need - 8},{two}@{need},{need - 8}"
+
 
 def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     """The rsmma kernel of ``tile`` (BN, BM, BK), in the form ``flag`` of dqmma_rs.py, fits at ``need``
@@ -465,28 +534,26 @@ def _assert_fewest_registers_that_fit(flag: str, tile, need: int):
     loop and the staged epilogue) and with two (the split reduction's epilogue, whose addresses are formed
     where they are used: a pointer a value held across its atomic spilled at 128 and 256 tokens, NOTES.md
     row 82)."""
-    bn, bm, bk = tile
-    one, two = (f"rsmma.bm{bm}.bn{bn}.bk{bk}.sk{split}.w{bn // 16}.s3" for split in (1, 2))
-    one_at, one_below, two_at, two_below = _compiled_offline(
-        "dqmma_rs.py", flag, f"{one}@{need},{need - 8},{two}@{need},{need - 8}")
+    one_at, one_below, two_at, two_below = _compiled_offline(*_fewest_registers_compile(flag, tile, need))
     assert one_at["fits"] and one_at["reg"] <= need, one_at
     assert two_at["fits"], two_at
     assert not (one_below["fits"] and two_below["fits"]), (one_below, two_below)
 
 
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_registers", fromlist=["x"]).MMA_REGISTERS))
-def test_rsmma_register_table_is_the_fewest_that_fit(tile):
+def test_rsmma_register_table_is_the_fewest_that_fit(tile, request):
     # rsmma_registers.MMA_REGISTERS decides which CTAS a tile may ask for (the launch's registers shrink with
     # it). Each entry must compile for sm_90 with no spills and one wgmma in flight, and 8 registers fewer
     # must not: a table too low would launch spilling or serialized kernels, one too high would forbid
     # occupancy that works.
     from tunesearch.variants.rsmma_registers import MMA_REGISTERS
 
+    _compile_ahead(request, lambda tile: [_fewest_registers_compile("--registers", tile, MMA_REGISTERS[tile])])
     _assert_fewest_registers_that_fit("--registers", tile, MMA_REGISTERS[tile])
 
 
 @pytest.mark.parametrize("tile", sorted(__import__("tunesearch.variants.rsmma_launch", fromlist=["x"]).SCALE_AFTER_REGISTERS))
-def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile):
+def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile, request):
     # rsmma_launch.SCALE_AFTER_REGISTERS decides which launches scale each block's partial after its wgmma
     # (two partials more in registers). Each entry must compile that form with no spills and one wgmma in
     # flight, and 8 registers fewer must not: a launch below the count keeps the scaled fragment, which
@@ -496,6 +563,8 @@ def test_rsmma_scale_after_register_table_is_the_fewest_that_fit(tile):
     from tunesearch.variants.rsmma_registers import MMA_REGISTERS
 
     need = SCALE_AFTER_REGISTERS[tile]
+    _compile_ahead(request, lambda tile: [_fewest_registers_compile("--registers-scale-after", tile,
+                                                                    SCALE_AFTER_REGISTERS[tile])])
     _assert_fewest_registers_that_fit("--registers-scale-after", tile, need)
     assert MMA_REGISTERS[tile] <= need
 
@@ -553,9 +622,11 @@ def test_rsmmas_loader_compiles_a_second_box_of_a_only_where_the_launch_needs_it
     # M=3 with the second box (two more), and two_box's first form (c8a9bfa) with the two predicated
     # copies at M=1 too, which cost M=1, 2, 4 1-3% (loader_ab.py). Each keeps the family's wgmmas, waits
     # and registers, with no spills.
+    forms = (("tree", "1"), ("tree", "3"), ("predicated", "1"), ("one_box", "1"))
+    for loader, m in forms:  # compiled side by side
+        _start_offline("loader_ab.py", "--compile", loader, m)
     tree1, tree3, predicated, one_box = (_compiled_offline("loader_ab.py", "--compile", loader, m)
-                                         for loader, m in (("tree", "1"), ("tree", "3"), ("predicated", "1"),
-                                                           ("one_box", "1")))
+                                         for loader, m in forms)
     assert (tree1["a_rows"], tree3["a_rows"]) == (1, 2)
     assert tree1["tma_loads"] == one_box["tma_loads"] == 4, (tree1, one_box)
     assert tree3["tma_loads"] == predicated["tma_loads"] == 6, (tree3, predicated)
