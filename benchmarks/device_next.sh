@@ -40,7 +40,7 @@ case "$GPU" in
     new=$OUT/h200.json packaged=tunesearch/tables/h200.json ;;
   *H100*)
     STAGES="m=1,2,4,8,16,24,32 m=3,5,9,17,25" SHAPES=$SPLIT FAMILIES=rsmma,rsmmapf MORE=${MORE:-3} \
-      SWEEP_S=$(( S * 3 / 4 )) LOGS=benchmarks/results/trials_more_h100_2026-12-07_s84.jsonl.gz EXPORT=1 \
+      SWEEP_S=$(( S * 3 / 4 )) LOGS=benchmarks/results/trials_more_h100_2026-12-08_s86.jsonl.gz EXPORT=1 \
       bash benchmarks/device_new_gpu.sh
     new=$OUT/table.json packaged=tunesearch/tables/h100.json ;;
   *) echo "$GPU: no plan for this GPU"; exit 2 ;;
