@@ -2,6 +2,9 @@
 packaged table rebuilt from the committed logs it was exported from."""
 import gzip
 import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -203,11 +206,14 @@ def test_the_packaged_table_is_rebuilt_from_its_committed_dump(tmp_path, table_n
     # fastest there, benchmarks/device_new_gpu.sh; _s83: `--more 3` with rsmma and rsmmapf at the split keys
     # M <= 32 of four shapes, benchmarks/device_next.sh; _s84: `--more 5` there again, reaching 4096x11008
     # and 4096x12288 M=1, 3, 5; its dump holds the H100's trials alone).
+    # The plans take most of the time (a shape's thousands of M, ~15 s each here), so the shapes' are made
+    # side by side in fresh processes, whose dispatch settings are the defaults this test checks against.
     gpu, dump = PACKAGED[table_name]
     table = json.loads((ROOT / f"tunesearch/tables/{table_name}.json").read_text())
     store = Store(f"sqlite:///{tmp_path}/{table_name}.db")
     load_trials(store, [ROOT / "benchmarks/results" / dump])
-    rebuilt = add_side_by_side_plans(build_table(store, current_code_only=True))
+    with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        rebuilt = add_side_by_side_plans(build_table(store, current_code_only=True), map_shapes=pool.map)
     assert [g.name for g in store.gpus()] == [gpu]  # one GPU row: one environment throughout
     for t in (table, rebuilt):
         t.pop("created")

@@ -44,21 +44,38 @@ def shape_plans(shape: dispatch._ShapeTable, N: int, K: int, num_sms: int) -> di
     return {"settings": dispatch.side_by_side_settings(num_sms), **{mode: _spans(p) for mode, p in changed.items()}}
 
 
-def add_side_by_side_plans(table: dict, progress: Callable[[str], None] | None = None) -> dict:
+def shape_side_by_side(label: str, shape: dict, num_sms: int) -> dict:
+    """A table shape's ``side_by_side`` entry: its buckets' digest and ``shape_plans``."""
+    rules = dispatch._ShapeTable(shape["buckets"], shape["group_size"], label, shape.get("layout", "base"))
+    plans = shape_plans(rules, shape["n"], shape["k"], num_sms)
+    return {"buckets": dispatch.buckets_digest(shape["buckets"]), **plans}
+
+
+def add_side_by_side_plans(table: dict, progress: Callable[[str], None] | None = None,
+                           map_shapes: Callable | None = None) -> dict:
     """``table`` (``export.build_table``'s) with each shape's side-by-side plans, for the SM count of the GPU
     it was tuned on, where OVERLAP_PRICE is set (else as it is: the rule prices nothing side by side).
-    ``progress(label)`` is told of each shape before its plans are made (seconds each)."""
+    ``progress(label)`` is told of each shape before its plans are made (seconds each). ``map_shapes``, where
+    given, runs ``shape_side_by_side`` over the shapes as ``map`` does: a process pool's ``map`` makes them
+    side by side, but its workers price with the dispatch's settings as imported, so pass one only where this
+    process has changed none of them (an A/B's)."""
     if dispatch.OVERLAP_PRICE is None or dispatch.CONCURRENT is False:
         return table
-    for name, entry in table["gpus"].items():
-        if not entry.get("sm_count"):  # a GPU row without it: its calls price at the call
-            continue
-        for label, shape in entry["shapes"].items():
+    shapes = [(name, label, shape, entry["sm_count"]) for name, entry in table["gpus"].items()
+              if entry.get("sm_count")  # a GPU row without it: its calls price at the call
+              for label, shape in entry["shapes"].items()]
+    if map_shapes is None:
+        for name, label, shape, num_sms in shapes:
             if progress is not None:
                 progress(f"{name} {label}")
-            rules = dispatch._ShapeTable(shape["buckets"], shape["group_size"], label, shape.get("layout", "base"))
-            plans = shape_plans(rules, shape["n"], shape["k"], entry["sm_count"])
-            shape["side_by_side"] = {"buckets": dispatch.buckets_digest(shape["buckets"]), **plans}
+            shape["side_by_side"] = shape_side_by_side(label, shape, num_sms)
+        return table
+    if progress is not None:
+        for name, label, _, _ in shapes:
+            progress(f"{name} {label}")
+    entries = map_shapes(shape_side_by_side, *([job[k] for job in shapes] for k in (1, 2, 3)))
+    for (_, _, shape, _), entry in zip(shapes, entries):
+        shape["side_by_side"] = entry
     return table
 
 
