@@ -121,15 +121,13 @@ def _run_offline(script: str, flag: str, config: str, *more: str) -> subprocess.
 # start (importing torch and triton, ~3 s) is most of a small kernel's compile, and the parametrized tests
 # below run dozens of them; one after another they were over a third of CI's time
 _ahead: dict[tuple, Future] = {}
-_pool: list[ThreadPoolExecutor] = []
+_pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)  # its threads start with the first compile
 _ahead_for: set = set()  # the test functions whose compiles were started ahead
 
 
 def _start_offline(*key: str) -> None:
     if key not in _ahead:
-        if not _pool:
-            _pool.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1))
-        _ahead[key] = _pool[0].submit(_run_offline, *key)
+        _ahead[key] = _pool.submit(_run_offline, *key)
 
 
 def _compile_ahead(request, compiles) -> None:
@@ -519,6 +517,7 @@ def test_a_wave_of_whole_tiles_and_the_rest_stream_k_keeps_one_wgmma_in_flight(c
     assert got["waits"].count("gsb0, 0x1") >= 6 and set(got["waits"]) == {"gsb0, 0x1", "gsb0, 0x0"}, got
     assert got["local"] == 0, got
     assert 2 * (got["shared"] + 1024) <= 228 * 1024, got
+
 
 def _fewest_registers_compile(flag: str, tile, need: int) -> tuple[str, str, str]:
     """dqmma_rs.py's compile of ``tile`` (BN, BM, BK) with one split and with two, each at ``need`` registers
